@@ -1,0 +1,234 @@
+// PJRT_Buffer: arrays in a NeuronCore's memory.
+#include "api/common.h"
+
+namespace pjrt_neuron::api {
+namespace {
+
+StatusOr<core::Buffer*> UnwrapBuffer(PJRT_Buffer* b, const char* what = "buffer") {
+  return Unwrap<core::Buffer>(b, what);
+}
+
+// A buffer whose contents are needed: live and not donated.
+StatusOr<core::Buffer*> UsableBuffer(PJRT_Buffer* b, const char* what = "buffer") {
+  PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UnwrapBuffer(b, what));
+  PN_RETURN_IF_ERROR(buffer->CheckUsable());
+  return buffer;
+}
+
+PN_ENTRY(Buffer_Destroy) {
+  PN_REQUIRE_ARGS(args, PJRT_Buffer_Destroy_Args, buffer);
+  PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UnwrapBuffer(args->buffer));
+  delete buffer;
+  return Status::Ok();
+}
+
+PN_ENTRY(Buffer_ElementType) {
+  PN_REQUIRE_ARGS(args, PJRT_Buffer_ElementType_Args, type);
+  PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UnwrapBuffer(args->buffer));
+  args->type = buffer->engine_buffer().element_type();
+  return Status::Ok();
+}
+
+PN_ENTRY(Buffer_Dimensions) {
+  PN_REQUIRE_ARGS(args, PJRT_Buffer_Dimensions_Args, num_dims);
+  PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UnwrapBuffer(args->buffer));
+  const auto& dims = buffer->engine_buffer().dims();
+  args->dims = dims.data();
+  args->num_dims = dims.size();
+  return Status::Ok();
+}
+
+// NeuronCores run static shapes only, so unpadded dimensions are the dimensions.
+PN_ENTRY(Buffer_UnpaddedDimensions) {
+  PN_REQUIRE_ARGS(args, PJRT_Buffer_UnpaddedDimensions_Args, num_dims);
+  PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UnwrapBuffer(args->buffer));
+  const auto& dims = buffer->engine_buffer().dims();
+  args->unpadded_dims = dims.data();
+  args->num_dims = dims.size();
+  return Status::Ok();
+}
+
+PN_ENTRY(Buffer_DynamicDimensionIndices) {
+  PN_REQUIRE_ARGS(args, PJRT_Buffer_DynamicDimensionIndices_Args, num_dynamic_dims);
+  PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UnwrapBuffer(args->buffer));
+  (void)buffer;
+  args->dynamic_dim_indices = nullptr;
+  args->num_dynamic_dims = 0;
+  return Status::Ok();
+}
+
+PN_ENTRY(Buffer_GetMemoryLayout) {
+  PN_REQUIRE_ARGS(args, PJRT_Buffer_GetMemoryLayout_Args, layout);
+  PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UsableBuffer(args->buffer));
+  return buffer->engine_buffer().GetMemoryLayout(&args->layout);
+}
+
+PN_ENTRY(Buffer_OnDeviceSizeInBytes) {
+  PN_REQUIRE_ARGS(args, PJRT_Buffer_OnDeviceSizeInBytes_Args, on_device_size_in_bytes);
+  PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UsableBuffer(args->buffer));
+  PN_ASSIGN_OR_RETURN(args->on_device_size_in_bytes, buffer->engine_buffer().OnDeviceSizeInBytes());
+  return Status::Ok();
+}
+
+PN_ENTRY(Buffer_Device) {
+  PN_REQUIRE_ARGS(args, PJRT_Buffer_Device_Args, device);
+  PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UnwrapBuffer(args->buffer));
+  args->device = Wrap<PJRT_Device>(buffer->device());
+  return Status::Ok();
+}
+
+PN_ENTRY(Buffer_Memory) {
+  PN_REQUIRE_ARGS(args, PJRT_Buffer_Memory_Args, memory);
+  PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UnwrapBuffer(args->buffer));
+  args->memory = Wrap<PJRT_Memory>(buffer->memory());
+  return Status::Ok();
+}
+
+PN_ENTRY(Buffer_Delete) {
+  PN_REQUIRE_ARGS(args, PJRT_Buffer_Delete_Args, buffer);
+  PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UnwrapBuffer(args->buffer));
+  buffer->Delete();
+  return Status::Ok();
+}
+
+PN_ENTRY(Buffer_IsDeleted) {
+  PN_REQUIRE_ARGS(args, PJRT_Buffer_IsDeleted_Args, is_deleted);
+  PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UnwrapBuffer(args->buffer));
+  args->is_deleted = buffer->IsDeleted();
+  return Status::Ok();
+}
+
+StatusOr<core::Device*> DestinationDevice(core::Buffer* source, core::Device* destination) {
+  if (!source->device()->client()->Owns(destination)) {
+    return InvalidArgument("the destination belongs to another client than the buffer");
+  }
+  return destination;
+}
+
+PN_ENTRY(Buffer_CopyToDevice) {
+  PN_REQUIRE_ARGS(args, PJRT_Buffer_CopyToDevice_Args, dst_buffer);
+  PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UsableBuffer(args->buffer));
+  PN_ASSIGN_OR_RETURN(core::Device * target, Unwrap<core::Device>(args->dst_device, "dst_device"));
+  PN_ASSIGN_OR_RETURN(core::Device * device, DestinationDevice(buffer, target));
+  PN_ASSIGN_OR_RETURN(auto copy, device->client()->CopyToDevice(*buffer, device));
+  args->dst_buffer = Wrap<PJRT_Buffer>(copy.release());
+  return Status::Ok();
+}
+
+PN_ENTRY(Buffer_CopyToMemory) {
+  PN_REQUIRE_ARGS(args, PJRT_Buffer_CopyToMemory_Args, dst_buffer);
+  PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UsableBuffer(args->buffer));
+  PN_ASSIGN_OR_RETURN(core::Memory * memory, Unwrap<core::Memory>(args->dst_memory, "dst_memory"));
+  PN_ASSIGN_OR_RETURN(core::Device * device, DestinationDevice(buffer, memory->device()));
+  PN_ASSIGN_OR_RETURN(auto copy, device->client()->CopyToDevice(*buffer, device));
+  args->dst_buffer = Wrap<PJRT_Buffer>(copy.release());
+  return Status::Ok();
+}
+
+PN_ENTRY(Buffer_ToHostBuffer) {
+  PN_REQUIRE_ARGS(args, PJRT_Buffer_ToHostBuffer_Args, event);
+  PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UsableBuffer(args->src, "src"));
+  engine::Buffer& source = buffer->engine_buffer();
+  size_t required = 0;
+  PN_ASSIGN_OR_RETURN(engine::EventRef ignored, source.ToHost(nullptr, 0, args->host_layout, &required));
+  (void)ignored;
+  if (args->dst == nullptr) {
+    args->dst_size = required;
+    args->event = nullptr;
+    return Status::Ok();
+  }
+  if (args->dst_size < required) {
+    return InvalidArgument("dst_size is " + std::to_string(args->dst_size) + " bytes but the buffer needs " +
+                           std::to_string(required));
+  }
+  PN_ASSIGN_OR_RETURN(engine::EventRef done, source.ToHost(args->dst, args->dst_size, args->host_layout, nullptr));
+  args->event = Wrap<PJRT_Event>(new core::Event(std::move(done)));
+  return Status::Ok();
+}
+
+PN_ENTRY(Buffer_CopyRawToHost) {
+  PN_REQUIRE_ARGS(args, PJRT_Buffer_CopyRawToHost_Args, event);
+  PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UsableBuffer(args->buffer));
+  if (args->dst == nullptr) return InvalidArgument("`dst` is null");
+  PN_ASSIGN_OR_RETURN(size_t size, buffer->engine_buffer().OnDeviceSizeInBytes());
+  if (args->offset < 0 || args->transfer_size < 0 || static_cast<size_t>(args->offset + args->transfer_size) > size) {
+    return InvalidArgument("bytes [" + std::to_string(args->offset) + ", " +
+                           std::to_string(args->offset + args->transfer_size) + ") are outside the buffer's " +
+                           std::to_string(size) + " bytes");
+  }
+  PN_ASSIGN_OR_RETURN(engine::EventRef done,
+                      buffer->engine_buffer().CopyRawToHost(args->dst, args->offset, args->transfer_size));
+  args->event = Wrap<PJRT_Event>(new core::Event(std::move(done)));
+  return Status::Ok();
+}
+
+// NeuronCore HBM is not host memory, even when simulated.
+PN_ENTRY(Buffer_IsOnCpu) {
+  PN_REQUIRE_ARGS(args, PJRT_Buffer_IsOnCpu_Args, is_on_cpu);
+  PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UnwrapBuffer(args->buffer));
+  (void)buffer;
+  args->is_on_cpu = false;
+  return Status::Ok();
+}
+
+PN_ENTRY(Buffer_ReadyEvent) {
+  PN_REQUIRE_ARGS(args, PJRT_Buffer_ReadyEvent_Args, event);
+  PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UsableBuffer(args->buffer));
+  PN_ASSIGN_OR_RETURN(engine::EventRef ready, buffer->engine_buffer().ReadyEvent());
+  args->event = Wrap<PJRT_Event>(new core::Event(std::move(ready)));
+  return Status::Ok();
+}
+
+PN_ENTRY(Buffer_UnsafePointer) {
+  PN_REQUIRE_ARGS(args, PJRT_Buffer_UnsafePointer_Args, buffer_pointer);
+  PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UsableBuffer(args->buffer));
+  PN_ASSIGN_OR_RETURN(args->buffer_pointer, buffer->engine_buffer().UnsafePointer());
+  return Status::Ok();
+}
+
+PN_ENTRY(Buffer_IncreaseExternalReferenceCount) {
+  PN_REQUIRE_ARGS(args, PJRT_Buffer_IncreaseExternalReferenceCount_Args, buffer);
+  PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UsableBuffer(args->buffer));
+  return buffer->engine_buffer().IncreaseExternalReferenceCount();
+}
+
+PN_ENTRY(Buffer_DecreaseExternalReferenceCount) {
+  PN_REQUIRE_ARGS(args, PJRT_Buffer_DecreaseExternalReferenceCount_Args, buffer);
+  PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UnwrapBuffer(args->buffer));
+  return buffer->engine_buffer().DecreaseExternalReferenceCount();
+}
+
+PN_ENTRY(Buffer_OpaqueDeviceMemoryDataPointer) {
+  PN_REQUIRE_ARGS(args, PJRT_Buffer_OpaqueDeviceMemoryDataPointer_Args, device_memory_ptr);
+  PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UsableBuffer(args->buffer));
+  PN_ASSIGN_OR_RETURN(args->device_memory_ptr, buffer->engine_buffer().OpaqueDeviceMemoryPointer());
+  return Status::Ok();
+}
+
+}  // namespace
+
+void BindBuffers(PJRT_Api* api) {
+  api->PJRT_Buffer_Destroy = Buffer_Destroy;
+  api->PJRT_Buffer_ElementType = Buffer_ElementType;
+  api->PJRT_Buffer_Dimensions = Buffer_Dimensions;
+  api->PJRT_Buffer_UnpaddedDimensions = Buffer_UnpaddedDimensions;
+  api->PJRT_Buffer_DynamicDimensionIndices = Buffer_DynamicDimensionIndices;
+  api->PJRT_Buffer_GetMemoryLayout = Buffer_GetMemoryLayout;
+  api->PJRT_Buffer_OnDeviceSizeInBytes = Buffer_OnDeviceSizeInBytes;
+  api->PJRT_Buffer_Device = Buffer_Device;
+  api->PJRT_Buffer_Memory = Buffer_Memory;
+  api->PJRT_Buffer_Delete = Buffer_Delete;
+  api->PJRT_Buffer_IsDeleted = Buffer_IsDeleted;
+  api->PJRT_Buffer_CopyToDevice = Buffer_CopyToDevice;
+  api->PJRT_Buffer_CopyToMemory = Buffer_CopyToMemory;
+  api->PJRT_Buffer_ToHostBuffer = Buffer_ToHostBuffer;
+  api->PJRT_Buffer_CopyRawToHost = Buffer_CopyRawToHost;
+  api->PJRT_Buffer_IsOnCpu = Buffer_IsOnCpu;
+  api->PJRT_Buffer_ReadyEvent = Buffer_ReadyEvent;
+  api->PJRT_Buffer_UnsafePointer = Buffer_UnsafePointer;
+  api->PJRT_Buffer_IncreaseExternalReferenceCount = Buffer_IncreaseExternalReferenceCount;
+  api->PJRT_Buffer_DecreaseExternalReferenceCount = Buffer_DecreaseExternalReferenceCount;
+  api->PJRT_Buffer_OpaqueDeviceMemoryDataPointer = Buffer_OpaqueDeviceMemoryDataPointer;
+}
+
+}  // namespace pjrt_neuron::api

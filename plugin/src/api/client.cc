@@ -1,0 +1,240 @@
+// PJRT_Client: creation, device and memory queries, host transfers, compilation.
+#include <cstring>
+
+#include "api/common.h"
+
+namespace pjrt_neuron::api {
+namespace {
+
+StatusOr<core::Client*> UnwrapClient(PJRT_Client* client) { return Unwrap<core::Client>(client, "client"); }
+
+PN_ENTRY(Client_Create) {
+  PN_REQUIRE_ARGS(args, PJRT_Client_Create_Args, client);
+  PN_ASSIGN_OR_RETURN(engine::Attributes options, ReadNamedValues(args->create_options, args->num_options));
+  PN_ASSIGN_OR_RETURN(core::ClientOptions resolved, core::ResolveClientOptions(options));
+  PN_ASSIGN_OR_RETURN(std::unique_ptr<core::Client> client, core::Client::Create(resolved));
+  args->client = Wrap<PJRT_Client>(client.release());
+  return Status::Ok();
+}
+
+PN_ENTRY(Client_Destroy) {
+  PN_REQUIRE_ARGS(args, PJRT_Client_Destroy_Args, client);
+  PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
+  delete client;
+  return Status::Ok();
+}
+
+PN_ENTRY(Client_PlatformName) {
+  PN_REQUIRE_ARGS(args, PJRT_Client_PlatformName_Args, platform_name_size);
+  PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
+  args->platform_name = client->platform_name().c_str();
+  args->platform_name_size = client->platform_name().size();
+  return Status::Ok();
+}
+
+PN_ENTRY(Client_ProcessIndex) {
+  PN_REQUIRE_ARGS(args, PJRT_Client_ProcessIndex_Args, process_index);
+  PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
+  args->process_index = client->process_index();
+  return Status::Ok();
+}
+
+PN_ENTRY(Client_PlatformVersion) {
+  PN_REQUIRE_ARGS(args, PJRT_Client_PlatformVersion_Args, platform_version_size);
+  PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
+  args->platform_version = client->platform_version().c_str();
+  args->platform_version_size = client->platform_version().size();
+  return Status::Ok();
+}
+
+PN_ENTRY(Client_TopologyDescription) {
+  PN_REQUIRE_ARGS(args, PJRT_Client_TopologyDescription_Args, topology);
+  PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
+  args->topology = Wrap<PJRT_TopologyDescription>(const_cast<core::Topology*>(&client->topology()));
+  return Status::Ok();
+}
+
+PN_ENTRY(Client_Devices) {
+  PN_REQUIRE_ARGS(args, PJRT_Client_Devices_Args, num_devices);
+  PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
+  args->devices = reinterpret_cast<PJRT_Device* const*>(client->devices().data());
+  args->num_devices = client->devices().size();
+  return Status::Ok();
+}
+
+PN_ENTRY(Client_AddressableDevices) {
+  PN_REQUIRE_ARGS(args, PJRT_Client_AddressableDevices_Args, num_addressable_devices);
+  PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
+  args->addressable_devices = reinterpret_cast<PJRT_Device* const*>(client->addressable_devices().data());
+  args->num_addressable_devices = client->addressable_devices().size();
+  return Status::Ok();
+}
+
+PN_ENTRY(Client_LookupDevice) {
+  PN_REQUIRE_ARGS(args, PJRT_Client_LookupDevice_Args, device);
+  PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
+  core::Device* device = client->LookupDevice(args->id);
+  if (device == nullptr) {
+    return InvalidArgument("no NeuronCore with id " + std::to_string(args->id) + "; this client has ids 0.." +
+                           std::to_string(client->devices().size() - 1));
+  }
+  args->device = Wrap<PJRT_Device>(device);
+  return Status::Ok();
+}
+
+PN_ENTRY(Client_LookupAddressableDevice) {
+  PN_REQUIRE_ARGS(args, PJRT_Client_LookupAddressableDevice_Args, addressable_device);
+  PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
+  core::Device* device = client->LookupAddressableDevice(args->local_hardware_id);
+  if (device == nullptr) {
+    return InvalidArgument("no addressable NeuronCore with local hardware id " +
+                           std::to_string(args->local_hardware_id));
+  }
+  args->addressable_device = Wrap<PJRT_Device>(device);
+  return Status::Ok();
+}
+
+PN_ENTRY(Client_AddressableMemories) {
+  PN_REQUIRE_ARGS(args, PJRT_Client_AddressableMemories_Args, num_addressable_memories);
+  PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
+  args->addressable_memories = reinterpret_cast<PJRT_Memory* const*>(client->memories().data());
+  args->num_addressable_memories = client->memories().size();
+  return Status::Ok();
+}
+
+PN_ENTRY(Client_Compile) {
+  PN_REQUIRE_ARGS(args, PJRT_Client_Compile_Args, executable);
+  PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
+  if (args->program == nullptr) return InvalidArgument("`program` is null");
+  PN_REQUIRE_ARGS(args->program, PJRT_Program, format_size);
+  if (args->program->format == nullptr) return InvalidArgument("the program has no format; use 'hlo' or 'mlir'");
+  if (args->compile_options == nullptr && args->compile_options_size > 0) {
+    return InvalidArgument("`compile_options` is null but its size is " + std::to_string(args->compile_options_size));
+  }
+  engine::Program program;
+  program.format.assign(args->program->format, args->program->format_size);
+  program.code = args->program->code;
+  program.code_size = args->program->code_size;
+  std::string options(args->compile_options ? args->compile_options : "", args->compile_options_size);
+  PN_ASSIGN_OR_RETURN(auto executable, client->Compile(program, options));
+  args->executable = Wrap<PJRT_LoadedExecutable>(executable.release());
+  return Status::Ok();
+}
+
+PN_ENTRY(Client_DefaultDeviceAssignment) {
+  PN_REQUIRE_ARGS(args, PJRT_Client_DefaultDeviceAssignment_Args, default_assignment);
+  PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
+  if (args->num_replicas < 1 || args->num_partitions < 1) {
+    return InvalidArgument("num_replicas and num_partitions must be at least 1");
+  }
+  size_t needed = static_cast<size_t>(args->num_replicas) * args->num_partitions;
+  if (needed > client->devices().size()) {
+    return InvalidArgument(std::to_string(needed) + " NeuronCores requested (" + std::to_string(args->num_replicas) +
+                           " replicas x " + std::to_string(args->num_partitions) + " partitions) but the instance has " +
+                           std::to_string(client->devices().size()));
+  }
+  if (args->default_assignment == nullptr || args->default_assignment_size < needed) {
+    return InvalidArgument("default_assignment must hold at least " + std::to_string(needed) + " ints");
+  }
+  PN_ASSIGN_OR_RETURN(std::vector<int> assignment,
+                      client->engine().DefaultDeviceAssignment(args->num_replicas, args->num_partitions));
+  for (size_t i = 0; i < needed; ++i) {
+    core::Device* device = client->DeviceForCore(assignment[i]);
+    args->default_assignment[i] = device != nullptr ? device->id() : assignment[i];
+  }
+  return Status::Ok();
+}
+
+// The device a transfer targets: the device itself, or the owner of the memory.
+StatusOr<core::Device*> TargetDevice(core::Client* client, PJRT_Device* device_handle, PJRT_Memory* memory_handle) {
+  core::Device* device = nullptr;
+  if (device_handle != nullptr) {
+    PN_ASSIGN_OR_RETURN(device, Unwrap<core::Device>(device_handle, "device"));
+    if (!client->Owns(device)) return InvalidArgument("`device` belongs to another client");
+  }
+  if (memory_handle != nullptr) {
+    PN_ASSIGN_OR_RETURN(core::Memory * memory, Unwrap<core::Memory>(memory_handle, "memory"));
+    if (!client->Owns(memory->device())) return InvalidArgument("`memory` belongs to another client");
+    if (device != nullptr && memory->device() != device) {
+      return InvalidArgument("`memory` (" + memory->to_string() + ") is not attached to `device` " +
+                             device->description().to_string);
+    }
+    device = memory->device();
+  }
+  if (device == nullptr) return InvalidArgument("neither `device` nor `memory` is set");
+  return device;
+}
+
+Status CheckShape(PJRT_Buffer_Type type, const int64_t* dims, size_t num_dims) {
+  if (type <= PJRT_Buffer_Type_INVALID || type > PJRT_Buffer_Type_F4E2M1FN || type == PJRT_Buffer_Type_TOKEN) {
+    return InvalidArgument("unsupported element type " + std::to_string(static_cast<int>(type)));
+  }
+  if (num_dims > 0 && dims == nullptr) return InvalidArgument("`dims` is null but num_dims is " + std::to_string(num_dims));
+  for (size_t i = 0; i < num_dims; ++i) {
+    if (dims[i] < 0) return InvalidArgument("dimension " + std::to_string(i) + " is negative (" + std::to_string(dims[i]) + ")");
+  }
+  return Status::Ok();
+}
+
+PN_ENTRY(Client_BufferFromHostBuffer) {
+  PN_REQUIRE_ARGS(args, PJRT_Client_BufferFromHostBuffer_Args, buffer);
+  PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
+  PN_ASSIGN_OR_RETURN(core::Device * device, TargetDevice(client, args->device, args->memory));
+  PN_RETURN_IF_ERROR(CheckShape(args->type, args->dims, args->num_dims));
+  bool empty = false;
+  for (size_t i = 0; i < args->num_dims; ++i) empty = empty || args->dims[i] == 0;
+  if (args->data == nullptr && !empty) return InvalidArgument("`data` is null");
+  if (args->byte_strides != nullptr && args->num_byte_strides != args->num_dims) {
+    return InvalidArgument("num_byte_strides is " + std::to_string(args->num_byte_strides) + " but the shape has " +
+                           std::to_string(args->num_dims) + " dimensions");
+  }
+  if (args->host_buffer_semantics > PJRT_HostBufferSemantics_kMutableZeroCopy) {
+    return InvalidArgument("unknown host_buffer_semantics " + std::to_string(args->host_buffer_semantics));
+  }
+  engine::HostBufferSpec spec;
+  spec.data = args->data;
+  spec.type = args->type;
+  spec.dims.assign(args->dims, args->dims + args->num_dims);
+  spec.byte_strides = args->byte_strides;
+  spec.num_byte_strides = args->byte_strides != nullptr ? args->num_byte_strides : 0;
+  spec.semantics = args->host_buffer_semantics;
+  spec.device_layout = args->device_layout;
+  std::unique_ptr<core::Event> done;
+  PN_ASSIGN_OR_RETURN(auto buffer, client->BufferFromHost(device, spec, &done));
+  args->done_with_host_buffer = Wrap<PJRT_Event>(done.release());
+  args->buffer = Wrap<PJRT_Buffer>(buffer.release());
+  return Status::Ok();
+}
+
+PN_ENTRY(Client_CreateUninitializedBuffer) {
+  PN_REQUIRE_ARGS(args, PJRT_Client_CreateUninitializedBuffer_Args, buffer);
+  PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
+  PN_ASSIGN_OR_RETURN(core::Device * device, TargetDevice(client, args->device, args->memory));
+  PN_RETURN_IF_ERROR(CheckShape(args->shape_element_type, args->shape_dims, args->shape_num_dims));
+  std::vector<int64_t> dims(args->shape_dims, args->shape_dims + args->shape_num_dims);
+  PN_ASSIGN_OR_RETURN(auto buffer, client->CreateUninitializedBuffer(device, args->shape_element_type, dims));
+  args->buffer = Wrap<PJRT_Buffer>(buffer.release());
+  return Status::Ok();
+}
+
+}  // namespace
+
+void BindClient(PJRT_Api* api) {
+  api->PJRT_Client_Create = Client_Create;
+  api->PJRT_Client_Destroy = Client_Destroy;
+  api->PJRT_Client_PlatformName = Client_PlatformName;
+  api->PJRT_Client_ProcessIndex = Client_ProcessIndex;
+  api->PJRT_Client_PlatformVersion = Client_PlatformVersion;
+  api->PJRT_Client_TopologyDescription = Client_TopologyDescription;
+  api->PJRT_Client_Devices = Client_Devices;
+  api->PJRT_Client_AddressableDevices = Client_AddressableDevices;
+  api->PJRT_Client_LookupDevice = Client_LookupDevice;
+  api->PJRT_Client_LookupAddressableDevice = Client_LookupAddressableDevice;
+  api->PJRT_Client_AddressableMemories = Client_AddressableMemories;
+  api->PJRT_Client_Compile = Client_Compile;
+  api->PJRT_Client_DefaultDeviceAssignment = Client_DefaultDeviceAssignment;
+  api->PJRT_Client_BufferFromHostBuffer = Client_BufferFromHostBuffer;
+  api->PJRT_Client_CreateUninitializedBuffer = Client_CreateUninitializedBuffer;
+}
+
+}  // namespace pjrt_neuron::api

@@ -1,0 +1,92 @@
+#include "api/common.h"
+
+#include <cstring>
+#include <new>
+
+namespace pjrt_neuron::api {
+
+PJRT_Error* MakeError(const Status& status) {
+  if (status.ok()) return nullptr;
+  return new (std::nothrow) PJRT_Error{status};
+}
+
+PJRT_Error* Run(const char* function, const std::function<Status()>& body) {
+  try {
+    return MakeError(body().WithContext(function));
+  } catch (const std::bad_alloc&) {
+    return MakeError(Status(ErrorCode::kResourceExhausted, std::string(function) + ": out of host memory"));
+  } catch (const std::exception& e) {
+    return MakeError(Internal(std::string(function) + ": internal error: " + e.what()));
+  } catch (...) {
+    return MakeError(Internal(std::string(function) + ": internal error"));
+  }
+}
+
+Status CheckArgs(const void* args, size_t needed_size, const char* type_name) {
+  if (args == nullptr) return InvalidArgument(std::string("the ") + type_name + " pointer is null");
+  size_t given = *static_cast<const size_t*>(args);
+  if (given < needed_size) {
+    return InvalidArgument(std::string(type_name) + ".struct_size is " + std::to_string(given) +
+                           ", too small for the fields this call needs (" + std::to_string(needed_size) +
+                           " bytes); set struct_size to " + type_name + "_STRUCT_SIZE");
+  }
+  return Status::Ok();
+}
+
+NamedValues::NamedValues(const engine::Attributes& attributes) : attributes_(attributes) {
+  for (const engine::Attribute& a : attributes_) {
+    PJRT_NamedValue v;
+    std::memset(&v, 0, sizeof(v));
+    v.struct_size = PJRT_NamedValue_STRUCT_SIZE;
+    v.name = a.name.c_str();
+    v.name_size = a.name.size();
+    v.value_size = 1;
+    if (auto* s = std::get_if<std::string>(&a.value)) {
+      v.type = PJRT_NamedValue_kString;
+      v.string_value = s->c_str();
+      v.value_size = s->size();
+    } else if (auto* i = std::get_if<int64_t>(&a.value)) {
+      v.type = PJRT_NamedValue_kInt64;
+      v.int64_value = *i;
+    } else if (auto* list = std::get_if<std::vector<int64_t>>(&a.value)) {
+      v.type = PJRT_NamedValue_kInt64List;
+      v.int64_array_value = list->data();
+      v.value_size = list->size();
+    } else if (auto* f = std::get_if<float>(&a.value)) {
+      v.type = PJRT_NamedValue_kFloat;
+      v.float_value = *f;
+    } else if (auto* b = std::get_if<bool>(&a.value)) {
+      v.type = PJRT_NamedValue_kBool;
+      v.bool_value = *b;
+    }
+    values_.push_back(v);
+  }
+}
+
+StatusOr<engine::Attributes> ReadNamedValues(const PJRT_NamedValue* values, size_t count) {
+  engine::Attributes out;
+  if (count > 0 && values == nullptr) return InvalidArgument("named values are null but their count is " + std::to_string(count));
+  for (size_t i = 0; i < count; ++i) {
+    const PJRT_NamedValue& v = values[i];
+    if (v.name == nullptr) return InvalidArgument("named value " + std::to_string(i) + " has no name");
+    engine::Attribute a{std::string(v.name, v.name_size), int64_t{0}};
+    switch (v.type) {
+      case PJRT_NamedValue_kString:
+        if (v.string_value == nullptr && v.value_size > 0) return InvalidArgument("option '" + a.name + "' has a null string");
+        a.value = std::string(v.string_value ? v.string_value : "", v.value_size);
+        break;
+      case PJRT_NamedValue_kInt64: a.value = v.int64_value; break;
+      case PJRT_NamedValue_kInt64List:
+        if (v.int64_array_value == nullptr && v.value_size > 0) return InvalidArgument("option '" + a.name + "' has a null list");
+        a.value = std::vector<int64_t>(v.int64_array_value, v.int64_array_value + v.value_size);
+        break;
+      case PJRT_NamedValue_kFloat: a.value = v.float_value; break;
+      case PJRT_NamedValue_kBool: a.value = v.bool_value; break;
+      default: return InvalidArgument("option '" + a.name + "' has unknown value type " + std::to_string(v.type));
+    }
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+}  // namespace pjrt_neuron::api

@@ -1,0 +1,92 @@
+// Shared glue for the C API layer: errors, struct-size checks, handle unwrapping.
+//
+// Callers speak different PJRT minor versions. We read only the fields a caller's
+// struct_size covers, give absent optional fields their defaults, and write outputs
+// only where the caller's struct has room.
+#pragma once
+
+#include <cstddef>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "core/core.h"
+#include "pjrt_c_api.h"
+
+struct PJRT_Error {
+  pjrt_neuron::Status status;
+};
+
+namespace pjrt_neuron::api {
+
+PJRT_Error* MakeError(const Status& status);
+
+// Runs an entry point body; turns its Status (or a stray C++ exception) into a PJRT_Error
+// whose message starts with the function name.
+PJRT_Error* Run(const char* function, const std::function<Status()>& body);
+
+// Size of a struct prefix that ends with `field`.
+#define PN_PREFIX_SIZE(Type, field) (offsetof(Type, field) + sizeof(((Type*)nullptr)->field))
+
+// True when the caller's struct is long enough to hold `field`.
+#define PN_HAS(args, Type, field) ((args)->struct_size >= PN_PREFIX_SIZE(Type, field))
+
+// The caller must pass a non-null args struct that holds at least `last_needed_field`.
+#define PN_REQUIRE_ARGS(args, Type, last_needed_field) \
+  PN_RETURN_IF_ERROR(::pjrt_neuron::api::CheckArgs(args, PN_PREFIX_SIZE(Type, last_needed_field), #Type))
+
+Status CheckArgs(const void* args, size_t needed_size, const char* type_name);
+
+// Turns a handle back into its core object, rejecting null and stale handles.
+template <typename Core, typename Handle>
+StatusOr<Core*> Unwrap(Handle* handle, const char* what) {
+  auto* object = reinterpret_cast<Core*>(const_cast<std::remove_const_t<Handle>*>(handle));
+  if (object == nullptr) return InvalidArgument(std::string("`") + what + "` is null");
+  if (!object->valid()) return InvalidArgument(std::string("`") + what + "` is not a live handle (destroyed or wrong type)");
+  return object;
+}
+
+template <typename Handle, typename Core>
+Handle* Wrap(Core* object) {
+  return reinterpret_cast<Handle*>(object);
+}
+
+// PJRT_NamedValue arrays built from engine attributes; owns the strings they point at.
+class NamedValues {
+ public:
+  explicit NamedValues(const engine::Attributes& attributes);
+  const PJRT_NamedValue* data() const { return values_.data(); }
+  size_t size() const { return values_.size(); }
+
+ private:
+  engine::Attributes attributes_;
+  std::vector<PJRT_NamedValue> values_;
+};
+
+// Reads caller-provided named values (create options) into engine attributes.
+StatusOr<engine::Attributes> ReadNamedValues(const PJRT_NamedValue* values, size_t count);
+
+void BindErrors(PJRT_Api* api);
+void BindPlugin(PJRT_Api* api);
+void BindEvents(PJRT_Api* api);
+void BindClient(PJRT_Api* api);
+void BindDevices(PJRT_Api* api);
+void BindMemories(PJRT_Api* api);
+void BindBuffers(PJRT_Api* api);
+void BindExecutables(PJRT_Api* api);
+void BindLoadedExecutables(PJRT_Api* api);
+void BindTopology(PJRT_Api* api);
+void BindStubs(PJRT_Api* api);
+
+}  // namespace pjrt_neuron::api
+
+// Defines the exported entry point PJRT_<Name> around a body `Status Name(Args*)`.
+#define PN_ENTRY(Name)                                                                   \
+  ::pjrt_neuron::Status Name##Body(PJRT_##Name##_Args* args);                            \
+  PJRT_Error* Name(PJRT_##Name##_Args* args) {                                           \
+    return ::pjrt_neuron::api::Run("PJRT_" #Name, [args] { return Name##Body(args); });  \
+  }                                                                                      \
+  ::pjrt_neuron::Status Name##Body(PJRT_##Name##_Args* args)

@@ -1,0 +1,140 @@
+// PJRT_Device and PJRT_DeviceDescription: one device per simulated NeuronCore.
+#include <mutex>
+
+#include "api/common.h"
+
+namespace pjrt_neuron::api {
+namespace {
+
+StatusOr<core::DeviceDescription*> UnwrapDescription(PJRT_DeviceDescription* d) {
+  return Unwrap<core::DeviceDescription>(d, "device_description");
+}
+StatusOr<core::Device*> UnwrapDevice(PJRT_Device* d) { return Unwrap<core::Device>(d, "device"); }
+
+PN_ENTRY(DeviceDescription_Id) {
+  PN_REQUIRE_ARGS(args, PJRT_DeviceDescription_Id_Args, id);
+  PN_ASSIGN_OR_RETURN(core::DeviceDescription * d, UnwrapDescription(args->device_description));
+  args->id = d->id;
+  return Status::Ok();
+}
+
+PN_ENTRY(DeviceDescription_ProcessIndex) {
+  PN_REQUIRE_ARGS(args, PJRT_DeviceDescription_ProcessIndex_Args, process_index);
+  PN_ASSIGN_OR_RETURN(core::DeviceDescription * d, UnwrapDescription(args->device_description));
+  args->process_index = d->process_index;
+  return Status::Ok();
+}
+
+PN_ENTRY(DeviceDescription_Attributes) {
+  PN_REQUIRE_ARGS(args, PJRT_DeviceDescription_Attributes_Args, attributes);
+  PN_ASSIGN_OR_RETURN(core::DeviceDescription * d, UnwrapDescription(args->device_description));
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (d->api_cache == nullptr) d->api_cache = std::make_shared<NamedValues>(d->attributes);
+  auto* values = static_cast<const NamedValues*>(d->api_cache.get());
+  args->attributes = values->data();
+  args->num_attributes = values->size();
+  return Status::Ok();
+}
+
+PN_ENTRY(DeviceDescription_Kind) {
+  PN_REQUIRE_ARGS(args, PJRT_DeviceDescription_Kind_Args, device_kind_size);
+  PN_ASSIGN_OR_RETURN(core::DeviceDescription * d, UnwrapDescription(args->device_description));
+  args->device_kind = d->kind.c_str();
+  args->device_kind_size = d->kind.size();
+  return Status::Ok();
+}
+
+PN_ENTRY(DeviceDescription_DebugString) {
+  PN_REQUIRE_ARGS(args, PJRT_DeviceDescription_DebugString_Args, debug_string_size);
+  PN_ASSIGN_OR_RETURN(core::DeviceDescription * d, UnwrapDescription(args->device_description));
+  args->debug_string = d->debug_string.c_str();
+  args->debug_string_size = d->debug_string.size();
+  return Status::Ok();
+}
+
+PN_ENTRY(DeviceDescription_ToString) {
+  PN_REQUIRE_ARGS(args, PJRT_DeviceDescription_ToString_Args, to_string_size);
+  PN_ASSIGN_OR_RETURN(core::DeviceDescription * d, UnwrapDescription(args->device_description));
+  args->to_string = d->to_string.c_str();
+  args->to_string_size = d->to_string.size();
+  return Status::Ok();
+}
+
+PN_ENTRY(Device_GetDescription) {
+  PN_REQUIRE_ARGS(args, PJRT_Device_GetDescription_Args, device_description);
+  PN_ASSIGN_OR_RETURN(core::Device * device, UnwrapDevice(args->device));
+  args->device_description =
+      Wrap<PJRT_DeviceDescription>(const_cast<core::DeviceDescription*>(&device->description()));
+  return Status::Ok();
+}
+
+PN_ENTRY(Device_IsAddressable) {
+  PN_REQUIRE_ARGS(args, PJRT_Device_IsAddressable_Args, is_addressable);
+  PN_ASSIGN_OR_RETURN(core::Device * device, UnwrapDevice(args->device));
+  (void)device;
+  args->is_addressable = true;
+  return Status::Ok();
+}
+
+PN_ENTRY(Device_LocalHardwareId) {
+  PN_REQUIRE_ARGS(args, PJRT_Device_LocalHardwareId_Args, local_hardware_id);
+  PN_ASSIGN_OR_RETURN(core::Device * device, UnwrapDevice(args->device));
+  args->local_hardware_id = device->local_hardware_id();
+  return Status::Ok();
+}
+
+PN_ENTRY(Device_AddressableMemories) {
+  PN_REQUIRE_ARGS(args, PJRT_Device_AddressableMemories_Args, num_memories);
+  PN_ASSIGN_OR_RETURN(core::Device * device, UnwrapDevice(args->device));
+  const std::vector<core::Memory*>* memories = &device->memories();
+  args->memories = reinterpret_cast<PJRT_Memory* const*>(memories->data());
+  args->num_memories = memories->size();
+  return Status::Ok();
+}
+
+PN_ENTRY(Device_DefaultMemory) {
+  PN_REQUIRE_ARGS(args, PJRT_Device_DefaultMemory_Args, memory);
+  PN_ASSIGN_OR_RETURN(core::Device * device, UnwrapDevice(args->device));
+  args->memory = Wrap<PJRT_Memory>(device->default_memory());
+  return Status::Ok();
+}
+
+PN_ENTRY(Device_MemoryStats) {
+  PN_REQUIRE_ARGS(args, PJRT_Device_MemoryStats_Args, bytes_in_use);
+  PN_ASSIGN_OR_RETURN(core::Device * device, UnwrapDevice(args->device));
+  core::MemoryStats stats = device->memory_stats();
+  args->bytes_in_use = stats.bytes_in_use;
+  // Each optional field is written only when the caller's struct has room for it.
+  auto set = [&](auto value_member, auto is_set_member, int64_t value, size_t end) {
+    if (args->struct_size >= end) {
+      args->*value_member = value;
+      args->*is_set_member = true;
+    }
+  };
+  using A = PJRT_Device_MemoryStats_Args;
+  set(&A::peak_bytes_in_use, &A::peak_bytes_in_use_is_set, stats.peak_bytes_in_use, PN_PREFIX_SIZE(A, peak_bytes_in_use_is_set));
+  set(&A::num_allocs, &A::num_allocs_is_set, stats.num_allocs, PN_PREFIX_SIZE(A, num_allocs_is_set));
+  set(&A::largest_alloc_size, &A::largest_alloc_size_is_set, stats.largest_alloc_size, PN_PREFIX_SIZE(A, largest_alloc_size_is_set));
+  set(&A::bytes_limit, &A::bytes_limit_is_set, stats.bytes_limit, PN_PREFIX_SIZE(A, bytes_limit_is_set));
+  return Status::Ok();
+}
+
+}  // namespace
+
+void BindDevices(PJRT_Api* api) {
+  api->PJRT_DeviceDescription_Id = DeviceDescription_Id;
+  api->PJRT_DeviceDescription_ProcessIndex = DeviceDescription_ProcessIndex;
+  api->PJRT_DeviceDescription_Attributes = DeviceDescription_Attributes;
+  api->PJRT_DeviceDescription_Kind = DeviceDescription_Kind;
+  api->PJRT_DeviceDescription_DebugString = DeviceDescription_DebugString;
+  api->PJRT_DeviceDescription_ToString = DeviceDescription_ToString;
+  api->PJRT_Device_GetDescription = Device_GetDescription;
+  api->PJRT_Device_IsAddressable = Device_IsAddressable;
+  api->PJRT_Device_LocalHardwareId = Device_LocalHardwareId;
+  api->PJRT_Device_AddressableMemories = Device_AddressableMemories;
+  api->PJRT_Device_DefaultMemory = Device_DefaultMemory;
+  api->PJRT_Device_MemoryStats = Device_MemoryStats;
+}
+
+}  // namespace pjrt_neuron::api

@@ -1,0 +1,39 @@
+// PJRT_Plugin_*: attributes frameworks read before they create a client.
+#include <cstdlib>
+#include <mutex>
+
+#include "api/common.h"
+
+namespace pjrt_neuron::api {
+namespace {
+
+PN_ENTRY(Plugin_Initialize) {
+  PN_REQUIRE_ARGS(args, PJRT_Plugin_Initialize_Args, extension_start);
+  return Status::Ok();
+}
+
+// JAX serialises StableHLO to the versions named here, so they come from the engine.
+PN_ENTRY(Plugin_Attributes) {
+  PN_REQUIRE_ARGS(args, PJRT_Plugin_Attributes_Args, num_attributes);
+  static std::mutex mutex;
+  static std::unique_ptr<NamedValues> cached;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (cached == nullptr) {
+    const char* env = std::getenv("PJRT_NEURON_ENGINE_LIBRARY");
+    PN_ASSIGN_OR_RETURN(engine::Attributes attributes, engine::SimEnginePluginAttributes(env ? env : ""));
+    attributes.push_back({"pjrt_neuron_version", std::string(core::PluginVersion())});
+    cached = std::make_unique<NamedValues>(attributes);
+  }
+  args->attributes = cached->data();
+  args->num_attributes = cached->size();
+  return Status::Ok();
+}
+
+}  // namespace
+
+void BindPlugin(PJRT_Api* api) {
+  api->PJRT_Plugin_Initialize = Plugin_Initialize;
+  api->PJRT_Plugin_Attributes = Plugin_Attributes;
+}
+
+}  // namespace pjrt_neuron::api

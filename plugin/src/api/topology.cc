@@ -1,0 +1,90 @@
+// PJRT_TopologyDescription: the simulated instance's cores, without a client.
+#include <cstring>
+#include <mutex>
+
+#include "api/common.h"
+
+namespace pjrt_neuron::api {
+namespace {
+
+StatusOr<core::Topology*> UnwrapTopology(const PJRT_TopologyDescription* t) {
+  return Unwrap<core::Topology>(t, "topology");
+}
+
+// Topologies made by TopologyDescription_Create are the caller's; a client's are the client's.
+PN_ENTRY(TopologyDescription_Create) {
+  PN_REQUIRE_ARGS(args, PJRT_TopologyDescription_Create_Args, topology);
+  PN_ASSIGN_OR_RETURN(engine::Attributes options, ReadNamedValues(args->create_options, args->num_options));
+  PN_ASSIGN_OR_RETURN(core::ClientOptions resolved, core::ResolveClientOptions(options));
+  std::string name = args->topology_name != nullptr ? std::string(args->topology_name, args->topology_name_size) : "";
+  if (!name.empty() && name != "neuron") resolved.instance_type = name;
+  const core::InstanceType* instance = core::FindInstanceType(resolved.instance_type);
+  if (instance == nullptr) {
+    return InvalidArgument("unknown topology '" + resolved.instance_type + "'; known: " + core::KnownInstanceTypeNames());
+  }
+  args->topology = Wrap<PJRT_TopologyDescription>(new core::Topology(*instance));
+  return Status::Ok();
+}
+
+PN_ENTRY(TopologyDescription_Destroy) {
+  PN_REQUIRE_ARGS(args, PJRT_TopologyDescription_Destroy_Args, topology);
+  PN_ASSIGN_OR_RETURN(core::Topology * topology, UnwrapTopology(args->topology));
+  if (topology->owned_by_client) return InvalidArgument("this topology belongs to its client and lives as long as it");
+  delete topology;
+  return Status::Ok();
+}
+
+PN_ENTRY(TopologyDescription_PlatformName) {
+  PN_REQUIRE_ARGS(args, PJRT_TopologyDescription_PlatformName_Args, platform_name_size);
+  PN_ASSIGN_OR_RETURN(core::Topology * topology, UnwrapTopology(args->topology));
+  (void)topology;
+  static const char kName[] = "neuron";
+  args->platform_name = kName;
+  args->platform_name_size = sizeof(kName) - 1;
+  return Status::Ok();
+}
+
+PN_ENTRY(TopologyDescription_PlatformVersion) {
+  PN_REQUIRE_ARGS(args, PJRT_TopologyDescription_PlatformVersion_Args, platform_version_size);
+  PN_ASSIGN_OR_RETURN(core::Topology * topology, UnwrapTopology(args->topology));
+  (void)topology;
+  static const std::string kVersion = std::string("pjrt-neuron ") + core::PluginVersion();
+  args->platform_version = kVersion.c_str();
+  args->platform_version_size = kVersion.size();
+  return Status::Ok();
+}
+
+PN_ENTRY(TopologyDescription_GetDeviceDescriptions) {
+  PN_REQUIRE_ARGS(args, PJRT_TopologyDescription_GetDeviceDescriptions_Args, num_descriptions);
+  PN_ASSIGN_OR_RETURN(core::Topology * topology, UnwrapTopology(args->topology));
+  static_assert(sizeof(std::unique_ptr<core::DeviceDescription>) == sizeof(PJRT_DeviceDescription*),
+                "unique_ptr holds a plain pointer");
+  args->descriptions = reinterpret_cast<PJRT_DeviceDescription* const*>(topology->descriptions().data());
+  args->num_descriptions = topology->descriptions().size();
+  return Status::Ok();
+}
+
+PN_ENTRY(TopologyDescription_Attributes) {
+  PN_REQUIRE_ARGS(args, PJRT_TopologyDescription_Attributes_Args, num_attributes);
+  PN_ASSIGN_OR_RETURN(core::Topology * topology, UnwrapTopology(args->topology));
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (topology->api_cache == nullptr) topology->api_cache = std::make_shared<NamedValues>(topology->attributes());
+  auto* values = static_cast<const NamedValues*>(topology->api_cache.get());
+  args->attributes = values->data();
+  args->num_attributes = values->size();
+  return Status::Ok();
+}
+
+}  // namespace
+
+void BindTopology(PJRT_Api* api) {
+  api->PJRT_TopologyDescription_Create = TopologyDescription_Create;
+  api->PJRT_TopologyDescription_Destroy = TopologyDescription_Destroy;
+  api->PJRT_TopologyDescription_PlatformName = TopologyDescription_PlatformName;
+  api->PJRT_TopologyDescription_PlatformVersion = TopologyDescription_PlatformVersion;
+  api->PJRT_TopologyDescription_GetDeviceDescriptions = TopologyDescription_GetDeviceDescriptions;
+  api->PJRT_TopologyDescription_Attributes = TopologyDescription_Attributes;
+}
+
+}  // namespace pjrt_neuron::api

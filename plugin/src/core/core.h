@@ -1,0 +1,238 @@
+// The NeuronCore model: client, devices, memories, buffers, events, executables.
+// It knows the simulated instance and the engine interface, nothing of XLA CPU or libnrt.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "core/instance.h"
+#include "engine/engine.h"
+
+namespace pjrt_neuron::core {
+
+class Client;
+class Device;
+
+// Every object handed out as an opaque PJRT handle carries a tag, so a stale or
+// mistyped handle is reported instead of dereferenced blindly.
+template <uint32_t kTag>
+class Tagged {
+ public:
+  Tagged() : tag_(kTag) {}
+  ~Tagged() { tag_ = 0; }
+  bool valid() const { return tag_ == kTag; }
+
+ private:
+  volatile uint32_t tag_;
+};
+
+struct ClientOptions {
+  std::string instance_type = "trn1.2xlarge";
+  std::string engine_library_path;
+  engine::Attributes engine_passthrough;
+};
+
+// Parses PJRT create options and the environment; errors name the option and value.
+StatusOr<ClientOptions> ResolveClientOptions(const engine::Attributes& create_options);
+
+class DeviceDescription : public Tagged<0x4e444453> {
+ public:
+  int id = 0;
+  int process_index = 0;
+  int chip = 0;
+  int core_on_chip = 0;
+  std::string kind;
+  std::string to_string;
+  std::string debug_string;
+  engine::Attributes attributes;
+  mutable std::shared_ptr<const void> api_cache;  // the C API's view of `attributes`
+};
+
+class Memory : public Tagged<0x4e4d454d> {
+ public:
+  Memory(int id, std::string kind, int kind_id, Device* device);
+  int id() const { return id_; }
+  const std::string& kind() const { return kind_; }
+  int kind_id() const { return kind_id_; }
+  Device* device() const { return device_; }
+  Device* const* device_slot() const { return &device_; }
+  const std::string& to_string() const { return to_string_; }
+  const std::string& debug_string() const { return debug_string_; }
+
+ private:
+  int id_;
+  std::string kind_;
+  int kind_id_;
+  Device* device_;
+  std::string to_string_;
+  std::string debug_string_;
+};
+
+struct MemoryStats {
+  int64_t bytes_in_use = 0;
+  int64_t peak_bytes_in_use = 0;
+  int64_t num_allocs = 0;
+  int64_t largest_alloc_size = 0;
+  int64_t bytes_limit = 0;
+};
+
+class Device : public Tagged<0x4e444556> {
+ public:
+  Device(Client* client, const DeviceDescription* description, int core, int64_t hbm_bytes);
+  Client* client() const { return client_; }
+  const DeviceDescription& description() const { return *description_; }
+  int id() const { return description_->id; }
+  int local_hardware_id() const { return core_; }
+  int core() const { return core_; }  // the engine's core index
+  Memory* default_memory() const { return memories_.front().get(); }
+  const std::vector<Memory*>& memories() const { return memory_ptrs_; }
+  MemoryStats memory_stats() const;
+  void Charge(int64_t bytes);
+  void Release(int64_t bytes);
+
+ private:
+  Client* client_;
+  const DeviceDescription* description_;
+  int core_;
+  std::vector<std::unique_ptr<Memory>> memories_;
+  std::vector<Memory*> memory_ptrs_;
+  mutable std::mutex stats_mutex_;
+  MemoryStats stats_;
+};
+
+class Topology : public Tagged<0x4e544f50> {
+ public:
+  explicit Topology(const InstanceType& instance);
+  const InstanceType& instance() const { return instance_; }
+  const std::vector<std::unique_ptr<DeviceDescription>>& descriptions() const { return descriptions_; }
+  const engine::Attributes& attributes() const { return attributes_; }
+  mutable std::shared_ptr<const void> api_cache;  // the C API's view of `attributes`
+  bool owned_by_client = false;
+
+ private:
+  const InstanceType& instance_;
+  std::vector<std::unique_ptr<DeviceDescription>> descriptions_;
+  engine::Attributes attributes_;
+};
+
+class Event : public Tagged<0x4e455654> {
+ public:
+  explicit Event(engine::EventRef event) : event_(std::move(event)) {}
+  static std::unique_ptr<Event> Completed(Status status = Status::Ok()) {
+    return std::make_unique<Event>(std::make_shared<engine::CompletedEvent>(std::move(status)));
+  }
+  engine::Event& engine_event() { return *event_; }
+
+ private:
+  engine::EventRef event_;
+};
+
+class Buffer : public Tagged<0x4e425546> {
+ public:
+  Buffer(Device* device, std::unique_ptr<engine::Buffer> buffer);
+  ~Buffer();
+  Device* device() const { return device_; }
+  Memory* memory() const { return device_->default_memory(); }
+  engine::Buffer& engine_buffer() { return *buffer_; }
+  // The engine frees donated inputs itself; this keeps the HBM accounting in step.
+  bool IsDeleted();
+  void Delete();
+  // Fails with INVALID_ARGUMENT when the buffer was deleted or donated.
+  Status CheckUsable() const;
+
+ private:
+  void ReleaseCharge();
+  Device* device_;
+  std::unique_ptr<engine::Buffer> buffer_;
+  std::atomic<int64_t> charged_bytes_{0};
+};
+
+struct CompiledProgram {
+  std::unique_ptr<engine::Executable> engine_executable;
+  std::vector<Device*> addressable_devices;
+  std::mutex api_cache_mutex;
+  std::shared_ptr<const void> api_cache;  // the C API's arrays describing outputs
+};
+
+// Shared by a PJRT_LoadedExecutable and every PJRT_Executable taken from it.
+class Executable : public Tagged<0x4e455845> {
+ public:
+  explicit Executable(std::shared_ptr<CompiledProgram> program) : program_(std::move(program)) {}
+  engine::Executable& engine_executable() { return *program_->engine_executable; }
+  const std::shared_ptr<CompiledProgram>& program() const { return program_; }
+
+ private:
+  std::shared_ptr<CompiledProgram> program_;
+};
+
+struct ExecuteResult {
+  std::vector<std::vector<std::unique_ptr<Buffer>>> outputs;
+  std::vector<std::unique_ptr<Event>> completions;
+};
+
+class LoadedExecutable : public Tagged<0x4e4c4558> {
+ public:
+  LoadedExecutable(Client* client, std::shared_ptr<CompiledProgram> program)
+      : client_(client), program_(std::move(program)) {}
+  Client* client() const { return client_; }
+  engine::Executable& engine_executable() { return *program_->engine_executable; }
+  const std::shared_ptr<CompiledProgram>& program() const { return program_; }
+  const std::vector<Device*>& addressable_devices() const { return program_->addressable_devices; }
+  // args[d][i]; `only_device` runs a single-device program on that device.
+  StatusOr<ExecuteResult> Execute(const std::vector<std::vector<Buffer*>>& args,
+                                  const engine::ExecuteOptions& options, Device* only_device);
+
+ private:
+  Client* client_;
+  std::shared_ptr<CompiledProgram> program_;
+};
+
+class Client : public Tagged<0x4e434c49> {
+ public:
+  static StatusOr<std::unique_ptr<Client>> Create(const ClientOptions& options);
+
+  const std::string& platform_name() const { return platform_name_; }
+  const std::string& platform_version() const { return platform_version_; }
+  int process_index() const { return 0; }
+  const std::vector<Device*>& devices() const { return device_ptrs_; }
+  const std::vector<Device*>& addressable_devices() const { return device_ptrs_; }
+  const std::vector<Memory*>& memories() const { return memory_ptrs_; }
+  Device* LookupDevice(int id) const;
+  Device* LookupAddressableDevice(int local_hardware_id) const;
+  Device* DeviceForCore(int core) const;
+  const Topology& topology() const { return *topology_; }
+  engine::Engine& engine() { return *engine_; }
+  bool Owns(const Device* device) const { return device != nullptr && device->client() == this; }
+
+  StatusOr<std::unique_ptr<Buffer>> BufferFromHost(Device* device, const engine::HostBufferSpec& spec,
+                                                   std::unique_ptr<Event>* done_with_host_buffer);
+  StatusOr<std::unique_ptr<Buffer>> CreateUninitializedBuffer(Device* device, PJRT_Buffer_Type type,
+                                                              const std::vector<int64_t>& dims);
+  StatusOr<std::unique_ptr<Buffer>> CopyToDevice(Buffer& source, Device* destination);
+  StatusOr<std::unique_ptr<LoadedExecutable>> Compile(const engine::Program& program, const std::string& options);
+  StatusOr<std::unique_ptr<LoadedExecutable>> Deserialize(const std::string& bytes,
+                                                          const std::string* overridden_options);
+  // Wraps an engine buffer the engine produced on one of our cores.
+  std::unique_ptr<Buffer> Adopt(std::unique_ptr<engine::Buffer> buffer);
+
+ private:
+  Client() = default;
+  StatusOr<std::unique_ptr<LoadedExecutable>> Load(std::unique_ptr<engine::Executable> executable);
+
+  std::string platform_name_ = "neuron";
+  std::string platform_version_;
+  std::unique_ptr<Topology> topology_;
+  std::unique_ptr<engine::Engine> engine_;
+  std::vector<std::unique_ptr<Device>> devices_;
+  std::vector<Device*> device_ptrs_;
+  std::vector<Memory*> memory_ptrs_;
+};
+
+const char* PluginVersion();
+
+}  // namespace pjrt_neuron::core

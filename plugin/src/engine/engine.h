@@ -1,0 +1,181 @@
+// The Engine interface: what a NeuronCore backend must do. Two implementations:
+// sim/ (XLA's CPU compiler, loaded at run time) and, on Trainium hosts, neuron/.
+//
+// Engines speak PJRT's plain-data vocabulary (element type numbers, memory layouts,
+// named values) because both engines already use it; they own their own handles.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "common/status.h"
+#include "pjrt_c_api.h"
+
+namespace pjrt_neuron::engine {
+
+struct Attribute {
+  std::string name;
+  std::variant<std::string, int64_t, std::vector<int64_t>, float, bool> value;
+};
+using Attributes = std::vector<Attribute>;
+
+// Completion of asynchronous engine work: a transfer, an execution, a ready buffer.
+class Event {
+ public:
+  virtual ~Event() = default;
+  virtual bool IsReady() = 0;
+  virtual Status Await() = 0;
+  // Runs `done` exactly once, possibly on another thread, possibly before returning.
+  virtual void OnReady(std::function<void(Status)> done) = 0;
+};
+using EventRef = std::shared_ptr<Event>;
+
+class Buffer {
+ public:
+  virtual ~Buffer() = default;
+  virtual int core() = 0;
+  virtual PJRT_Buffer_Type element_type() = 0;
+  virtual const std::vector<int64_t>& dims() = 0;
+  virtual StatusOr<size_t> OnDeviceSizeInBytes() = 0;
+  // Copies to `dst`; with dst == nullptr only reports the size needed in *required_size.
+  virtual StatusOr<EventRef> ToHost(void* dst, size_t dst_size, const PJRT_Buffer_MemoryLayout* host_layout,
+                                    size_t* required_size) = 0;
+  virtual StatusOr<EventRef> CopyRawToHost(void* dst, int64_t offset, int64_t size) = 0;
+  virtual StatusOr<std::unique_ptr<Buffer>> CopyToCore(int core) = 0;
+  virtual StatusOr<EventRef> ReadyEvent() = 0;
+  // Fills `layout` (whose lifetime is the buffer's) with the device layout.
+  virtual Status GetMemoryLayout(PJRT_Buffer_MemoryLayout* layout) = 0;
+  virtual StatusOr<std::vector<int64_t>> UnpaddedDims() = 0;
+  virtual StatusOr<std::vector<size_t>> DynamicDimensionIndices() = 0;
+  virtual void Delete() = 0;
+  virtual bool IsDeleted() = 0;
+  virtual StatusOr<uintptr_t> UnsafePointer() = 0;
+  virtual Status IncreaseExternalReferenceCount() = 0;
+  virtual Status DecreaseExternalReferenceCount() = 0;
+  virtual StatusOr<void*> OpaqueDeviceMemoryPointer() = 0;
+};
+
+struct HostBufferSpec {
+  const void* data = nullptr;
+  PJRT_Buffer_Type type = PJRT_Buffer_Type_INVALID;
+  std::vector<int64_t> dims;
+  const int64_t* byte_strides = nullptr;  // nullptr: dense, major-to-minor
+  size_t num_byte_strides = 0;
+  PJRT_HostBufferSemantics semantics = PJRT_HostBufferSemantics_kImmutableOnlyDuringCall;
+  PJRT_Buffer_MemoryLayout* device_layout = nullptr;
+};
+
+struct TransferResult {
+  std::unique_ptr<Buffer> buffer;
+  EventRef done_with_host_buffer;  // may be null when the engine is done on return
+};
+
+struct OutputShape {
+  PJRT_Buffer_Type type;
+  std::vector<int64_t> dims;
+  std::string memory_kind;
+};
+
+struct ExecuteOptions {
+  int launch_id = 0;
+  std::vector<int64_t> non_donatable_input_indices;
+  // Host send/recv callbacks pass through untouched: same ABI on both sides.
+  PJRT_SendCallbackInfo** send_callbacks = nullptr;
+  PJRT_RecvCallbackInfo** recv_callbacks = nullptr;
+  size_t num_send_ops = 0;
+  size_t num_recv_ops = 0;
+};
+
+struct ExecuteResult {
+  std::vector<std::vector<std::unique_ptr<Buffer>>> outputs;  // [device][output]
+  std::vector<EventRef> completions;                           // [device]
+};
+
+struct CompiledMemoryStats {
+  int64_t generated_code_size_in_bytes = 0;
+  int64_t argument_size_in_bytes = 0;
+  int64_t output_size_in_bytes = 0;
+  int64_t alias_size_in_bytes = 0;
+  int64_t temp_size_in_bytes = 0;
+  int64_t peak_memory_in_bytes = 0;
+};
+
+struct ProgramText {
+  std::string format;
+  std::string code;
+};
+
+class Executable {
+ public:
+  virtual ~Executable() = default;
+  virtual std::string name() = 0;
+  virtual int num_replicas() = 0;
+  virtual int num_partitions() = 0;
+  virtual const std::vector<OutputShape>& outputs() = 0;
+  virtual std::vector<int> addressable_cores() = 0;
+  virtual StatusOr<std::string> Fingerprint() = 0;
+  virtual StatusOr<Attributes> CostAnalysis() = 0;
+  virtual StatusOr<int64_t> SizeOfGeneratedCodeInBytes() = 0;
+  virtual StatusOr<CompiledMemoryStats> MemoryStats() = 0;
+  virtual StatusOr<std::string> Serialize() = 0;
+  // The program after optimisation, as the engine reports it.
+  virtual StatusOr<ProgramText> OptimizedProgram() = 0;
+  virtual StatusOr<std::string> SerializedDeviceAssignment() = 0;
+  // args[d][i]: argument i on device d of the device assignment; or one list for `only_core`.
+  virtual StatusOr<ExecuteResult> Execute(const std::vector<std::vector<Buffer*>>& args,
+                                          const ExecuteOptions& options, int only_core) = 0;
+  virtual void Delete() = 0;
+  virtual bool IsDeleted() = 0;
+};
+
+struct Program {
+  std::string format;  // "hlo", "hlo_with_config" or "mlir"
+  const char* code = nullptr;
+  size_t code_size = 0;
+};
+
+struct EngineOptions {
+  int num_cores = 2;
+  std::string library_path;  // the engine's shared library; empty: the engine finds it
+  Attributes passthrough;    // options the engine knows itself
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  virtual std::string description() = 0;   // for the platform version string
+  virtual int num_cores() = 0;
+  virtual StatusOr<TransferResult> BufferFromHost(int core, const HostBufferSpec& spec) = 0;
+  virtual StatusOr<std::unique_ptr<Buffer>> CreateUninitializedBuffer(int core, PJRT_Buffer_Type type,
+                                                                      const std::vector<int64_t>& dims) = 0;
+  virtual StatusOr<std::unique_ptr<Executable>> Compile(const Program& program, const std::string& options) = 0;
+  virtual StatusOr<std::unique_ptr<Executable>> Deserialize(const std::string& bytes,
+                                                            const std::string* overridden_options) = 0;
+  virtual StatusOr<std::vector<int>> DefaultDeviceAssignment(int num_replicas, int num_partitions) = 0;
+};
+
+StatusOr<std::unique_ptr<Engine>> CreateSimEngine(const EngineOptions& options);
+// The simulator engine's plugin attributes (StableHLO versions); needs no client.
+StatusOr<Attributes> SimEnginePluginAttributes(const std::string& library_path);
+
+}  // namespace pjrt_neuron::engine
+
+namespace pjrt_neuron::engine {
+
+// An event that is complete from the start: results the engine produced synchronously.
+class CompletedEvent : public Event {
+ public:
+  explicit CompletedEvent(Status status = Status::Ok()) : status_(std::move(status)) {}
+  bool IsReady() override { return true; }
+  Status Await() override { return status_; }
+  void OnReady(std::function<void(Status)> done) override { done(status_); }
+
+ private:
+  Status status_;
+};
+
+}  // namespace pjrt_neuron::engine

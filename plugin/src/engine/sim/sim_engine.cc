@@ -1,0 +1,706 @@
+// Simulated NeuronCores: the XLA CPU PJRT plugin (xla-cpu-pjrt wheel) does the arithmetic,
+// one CPU device per NeuronCore. It is loaded with dlopen and called at its own PJRT
+// version, with full-size argument structs, whatever version our caller speaks.
+#include <dlfcn.h>
+
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace pjrt_neuron::engine {
+namespace {
+
+#define INNER_ARGS(type, var) \
+  type var;                   \
+  std::memset(&var, 0, sizeof(var)); \
+  var.struct_size = type##_STRUCT_SIZE
+
+class SimEngine;
+
+// Turns an inner PJRT_Error into a Status and frees it.
+Status TakeError(const PJRT_Api* api, PJRT_Error* error) {
+  if (error == nullptr) return Status::Ok();
+  INNER_ARGS(PJRT_Error_Message_Args, message);
+  message.error = error;
+  api->PJRT_Error_Message(&message);
+  INNER_ARGS(PJRT_Error_GetCode_Args, code);
+  code.error = error;
+  PJRT_Error* code_error = api->PJRT_Error_GetCode(&code);
+  ErrorCode status_code = code_error == nullptr ? static_cast<ErrorCode>(code.code) : ErrorCode::kUnknown;
+  std::string text(message.message, message.message_size);
+  INNER_ARGS(PJRT_Error_Destroy_Args, destroy);
+  destroy.error = error;
+  api->PJRT_Error_Destroy(&destroy);
+  return Status(status_code == ErrorCode::kOk ? ErrorCode::kUnknown : status_code, text);
+}
+
+Attributes ToAttributes(const PJRT_NamedValue* values, size_t count) {
+  Attributes out;
+  for (size_t i = 0; i < count; ++i) {
+    const PJRT_NamedValue& v = values[i];
+    Attribute a{std::string(v.name, v.name_size), int64_t{0}};
+    switch (v.type) {
+      case PJRT_NamedValue_kString: a.value = std::string(v.string_value, v.value_size); break;
+      case PJRT_NamedValue_kInt64: a.value = v.int64_value; break;
+      case PJRT_NamedValue_kInt64List:
+        a.value = std::vector<int64_t>(v.int64_array_value, v.int64_array_value + v.value_size);
+        break;
+      case PJRT_NamedValue_kFloat: a.value = v.float_value; break;
+      case PJRT_NamedValue_kBool: a.value = v.bool_value; break;
+    }
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+std::string DefaultLibraryPath();
+
+// Loads and initialises the engine library once per process; later calls reuse it.
+StatusOr<const PJRT_Api*> LoadApi(const std::string& requested_path) {
+  static std::mutex mutex;
+  static std::string loaded_path;
+  static const PJRT_Api* loaded_api = nullptr;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::string path = requested_path.empty() ? DefaultLibraryPath() : requested_path;
+  if (loaded_api != nullptr) {
+    if (path != loaded_path) {
+      return FailedPrecondition("the simulator engine is already loaded from '" + loaded_path +
+                                "'; cannot also load '" + path + "'");
+    }
+    return loaded_api;
+  }
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* why = dlerror();
+    return FailedPrecondition("cannot load the simulator engine '" + path + "': " + (why ? why : "unknown error") +
+                              "; install it with `pip install xla-cpu-pjrt==0.0.1` or set PJRT_NEURON_ENGINE_LIBRARY");
+  }
+  // The library stays loaded: XLA's CPU runtime keeps threads and statics alive.
+  using GetApiFn = const PJRT_Api* (*)();
+  auto get_api = reinterpret_cast<GetApiFn>(dlsym(handle, "GetPjrtApi"));
+  if (get_api == nullptr) return FailedPrecondition("'" + path + "' does not export GetPjrtApi");
+  const PJRT_Api* api = get_api();
+  if (api == nullptr || api->pjrt_api_version.major_version != PJRT_API_MAJOR ||
+      api->struct_size < PJRT_Api_STRUCT_SIZE) {
+    return FailedPrecondition("'" + path + "' speaks an incompatible PJRT version; expected " +
+                              std::to_string(PJRT_API_MAJOR) + "." + std::to_string(PJRT_API_MINOR) + " or newer");
+  }
+  INNER_ARGS(PJRT_Plugin_Initialize_Args, init);
+  PN_RETURN_IF_ERROR(TakeError(api, api->PJRT_Plugin_Initialize(&init)));
+  loaded_api = api;
+  loaded_path = path;
+  return api;
+}
+
+// pip installs the xla-cpu-pjrt wheel beside our package, in the same site-packages.
+std::string DefaultLibraryPath() {
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(&DefaultLibraryPath), &info) == 0 || info.dli_fname == nullptr) {
+    return "xla_cpu_pjrt.so";
+  }
+  std::string self(info.dli_fname);
+  std::string package_dir = self.substr(0, self.find_last_of('/'));
+  std::string site_packages = package_dir.substr(0, package_dir.find_last_of('/'));
+  return site_packages + "/xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so";
+}
+
+class SimEvent : public Event {
+ public:
+  SimEvent(const PJRT_Api* api, PJRT_Event* event) : api_(api), event_(event) {}
+  ~SimEvent() override {
+    INNER_ARGS(PJRT_Event_Destroy_Args, args);
+    args.event = event_;
+    TakeError(api_, api_->PJRT_Event_Destroy(&args));
+  }
+  bool IsReady() override {
+    INNER_ARGS(PJRT_Event_IsReady_Args, args);
+    args.event = event_;
+    if (!TakeError(api_, api_->PJRT_Event_IsReady(&args)).ok()) return true;
+    return args.is_ready;
+  }
+  Status Await() override {
+    INNER_ARGS(PJRT_Event_Await_Args, args);
+    args.event = event_;
+    return TakeError(api_, api_->PJRT_Event_Await(&args));
+  }
+  void OnReady(std::function<void(Status)> done) override {
+    struct Pending {
+      const PJRT_Api* api;
+      std::function<void(Status)> done;
+    };
+    auto* pending = new Pending{api_, std::move(done)};
+    INNER_ARGS(PJRT_Event_OnReady_Args, args);
+    args.event = event_;
+    args.user_arg = pending;
+    args.callback = [](PJRT_Error* error, void* user_arg) {
+      std::unique_ptr<Pending> p(static_cast<Pending*>(user_arg));
+      p->done(TakeError(p->api, error));
+    };
+    Status registered = TakeError(api_, api_->PJRT_Event_OnReady(&args));
+    if (!registered.ok()) {
+      std::unique_ptr<Pending> p(pending);
+      p->done(registered);
+    }
+  }
+
+ private:
+  const PJRT_Api* api_;
+  PJRT_Event* event_;
+};
+
+EventRef WrapEvent(const PJRT_Api* api, PJRT_Event* event) {
+  if (event == nullptr) return std::make_shared<CompletedEvent>();
+  return std::make_shared<SimEvent>(api, event);
+}
+
+class SimBuffer : public Buffer {
+ public:
+  SimBuffer(SimEngine* engine, PJRT_Buffer* buffer);
+  ~SimBuffer() override {
+    INNER_ARGS(PJRT_Buffer_Destroy_Args, args);
+    args.buffer = buffer_;
+    TakeError(api_, api_->PJRT_Buffer_Destroy(&args));
+  }
+  PJRT_Buffer* inner() { return buffer_; }
+  int core() override;
+  PJRT_Buffer_Type element_type() override { return type_; }
+  const std::vector<int64_t>& dims() override { return dims_; }
+
+  StatusOr<size_t> OnDeviceSizeInBytes() override {
+    INNER_ARGS(PJRT_Buffer_OnDeviceSizeInBytes_Args, args);
+    args.buffer = buffer_;
+    PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Buffer_OnDeviceSizeInBytes(&args)));
+    return args.on_device_size_in_bytes;
+  }
+
+  StatusOr<EventRef> ToHost(void* dst, size_t dst_size, const PJRT_Buffer_MemoryLayout* host_layout,
+                            size_t* required_size) override {
+    INNER_ARGS(PJRT_Buffer_ToHostBuffer_Args, args);
+    args.src = buffer_;
+    args.host_layout = const_cast<PJRT_Buffer_MemoryLayout*>(host_layout);
+    args.dst = dst;
+    args.dst_size = dst_size;
+    PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Buffer_ToHostBuffer(&args)));
+    if (required_size != nullptr) *required_size = args.dst_size;
+    return WrapEvent(api_, args.event);
+  }
+
+  StatusOr<EventRef> CopyRawToHost(void* dst, int64_t offset, int64_t size) override {
+    INNER_ARGS(PJRT_Buffer_CopyRawToHost_Args, args);
+    args.buffer = buffer_;
+    args.dst = dst;
+    args.offset = offset;
+    args.transfer_size = size;
+    PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Buffer_CopyRawToHost(&args)));
+    return WrapEvent(api_, args.event);
+  }
+
+  StatusOr<std::unique_ptr<Buffer>> CopyToCore(int core) override;
+
+  StatusOr<EventRef> ReadyEvent() override {
+    INNER_ARGS(PJRT_Buffer_ReadyEvent_Args, args);
+    args.buffer = buffer_;
+    PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Buffer_ReadyEvent(&args)));
+    return WrapEvent(api_, args.event);
+  }
+
+  Status GetMemoryLayout(PJRT_Buffer_MemoryLayout* layout) override {
+    INNER_ARGS(PJRT_Buffer_GetMemoryLayout_Args, args);
+    args.buffer = buffer_;
+    PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Buffer_GetMemoryLayout(&args)));
+    *layout = args.layout;
+    return Status::Ok();
+  }
+
+  StatusOr<std::vector<int64_t>> UnpaddedDims() override {
+    INNER_ARGS(PJRT_Buffer_UnpaddedDimensions_Args, args);
+    args.buffer = buffer_;
+    PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Buffer_UnpaddedDimensions(&args)));
+    return std::vector<int64_t>(args.unpadded_dims, args.unpadded_dims + args.num_dims);
+  }
+
+  StatusOr<std::vector<size_t>> DynamicDimensionIndices() override {
+    INNER_ARGS(PJRT_Buffer_DynamicDimensionIndices_Args, args);
+    args.buffer = buffer_;
+    PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Buffer_DynamicDimensionIndices(&args)));
+    return std::vector<size_t>(args.dynamic_dim_indices, args.dynamic_dim_indices + args.num_dynamic_dims);
+  }
+
+  void Delete() override {
+    INNER_ARGS(PJRT_Buffer_Delete_Args, args);
+    args.buffer = buffer_;
+    TakeError(api_, api_->PJRT_Buffer_Delete(&args));
+  }
+
+  bool IsDeleted() override {
+    INNER_ARGS(PJRT_Buffer_IsDeleted_Args, args);
+    args.buffer = buffer_;
+    if (!TakeError(api_, api_->PJRT_Buffer_IsDeleted(&args)).ok()) return true;
+    return args.is_deleted;
+  }
+
+  StatusOr<uintptr_t> UnsafePointer() override {
+    INNER_ARGS(PJRT_Buffer_UnsafePointer_Args, args);
+    args.buffer = buffer_;
+    PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Buffer_UnsafePointer(&args)));
+    return args.buffer_pointer;
+  }
+
+  Status IncreaseExternalReferenceCount() override {
+    INNER_ARGS(PJRT_Buffer_IncreaseExternalReferenceCount_Args, args);
+    args.buffer = buffer_;
+    return TakeError(api_, api_->PJRT_Buffer_IncreaseExternalReferenceCount(&args));
+  }
+
+  Status DecreaseExternalReferenceCount() override {
+    INNER_ARGS(PJRT_Buffer_DecreaseExternalReferenceCount_Args, args);
+    args.buffer = buffer_;
+    return TakeError(api_, api_->PJRT_Buffer_DecreaseExternalReferenceCount(&args));
+  }
+
+  StatusOr<void*> OpaqueDeviceMemoryPointer() override {
+    INNER_ARGS(PJRT_Buffer_OpaqueDeviceMemoryDataPointer_Args, args);
+    args.buffer = buffer_;
+    PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Buffer_OpaqueDeviceMemoryDataPointer(&args)));
+    return args.device_memory_ptr;
+  }
+
+ private:
+  SimEngine* engine_;
+  const PJRT_Api* api_;
+  PJRT_Buffer* buffer_;
+  PJRT_Buffer_Type type_ = PJRT_Buffer_Type_INVALID;
+  std::vector<int64_t> dims_;
+  int core_ = -1;
+};
+
+class SimExecutable : public Executable {
+ public:
+  SimExecutable(SimEngine* engine, PJRT_LoadedExecutable* loaded);
+  ~SimExecutable() override;
+  Status Init();
+
+  std::string name() override { return name_; }
+  int num_replicas() override { return num_replicas_; }
+  int num_partitions() override { return num_partitions_; }
+  const std::vector<OutputShape>& outputs() override { return outputs_; }
+  std::vector<int> addressable_cores() override { return addressable_cores_; }
+
+  StatusOr<std::string> Fingerprint() override {
+    INNER_ARGS(PJRT_Executable_Fingerprint_Args, args);
+    args.executable = executable_;
+    PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Executable_Fingerprint(&args)));
+    return std::string(args.executable_fingerprint, args.executable_fingerprint_size);
+  }
+
+  StatusOr<Attributes> CostAnalysis() override {
+    INNER_ARGS(PJRT_Executable_GetCostAnalysis_Args, args);
+    args.executable = executable_;
+    PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Executable_GetCostAnalysis(&args)));
+    return ToAttributes(args.properties, args.num_properties);
+  }
+
+  StatusOr<int64_t> SizeOfGeneratedCodeInBytes() override {
+    INNER_ARGS(PJRT_Executable_SizeOfGeneratedCodeInBytes_Args, args);
+    args.executable = executable_;
+    PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Executable_SizeOfGeneratedCodeInBytes(&args)));
+    return args.size_in_bytes;
+  }
+
+  StatusOr<CompiledMemoryStats> MemoryStats() override {
+    INNER_ARGS(PJRT_Executable_GetCompiledMemoryStats_Args, args);
+    args.executable = executable_;
+    PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Executable_GetCompiledMemoryStats(&args)));
+    CompiledMemoryStats stats;
+    stats.generated_code_size_in_bytes = args.generated_code_size_in_bytes;
+    stats.argument_size_in_bytes = args.argument_size_in_bytes;
+    stats.output_size_in_bytes = args.output_size_in_bytes;
+    stats.alias_size_in_bytes = args.alias_size_in_bytes;
+    stats.temp_size_in_bytes = args.temp_size_in_bytes;
+    stats.peak_memory_in_bytes = args.peak_memory_in_bytes;
+    return stats;
+  }
+
+  StatusOr<std::string> Serialize() override {
+    INNER_ARGS(PJRT_Executable_Serialize_Args, args);
+    args.executable = executable_;
+    PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Executable_Serialize(&args)));
+    std::string bytes(args.serialized_bytes, args.serialized_bytes_size);
+    if (args.serialized_executable_deleter != nullptr) args.serialized_executable_deleter(args.serialized_executable);
+    return bytes;
+  }
+
+  StatusOr<ProgramText> OptimizedProgram() override {
+    PJRT_Program program;
+    std::memset(&program, 0, sizeof(program));
+    program.struct_size = PJRT_Program_STRUCT_SIZE;
+    INNER_ARGS(PJRT_Executable_OptimizedProgram_Args, args);
+    args.executable = executable_;
+    args.program = &program;
+    PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Executable_OptimizedProgram(&args)));  // asks the size
+    std::string code(program.code_size, '\0');
+    program.code = code.data();
+    PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Executable_OptimizedProgram(&args)));
+    return ProgramText{std::string(program.format, program.format_size), std::move(code)};
+  }
+
+  StatusOr<std::string> SerializedDeviceAssignment() override {
+    INNER_ARGS(PJRT_LoadedExecutable_GetDeviceAssignment_Args, args);
+    args.executable = loaded_;
+    PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_LoadedExecutable_GetDeviceAssignment(&args)));
+    std::string bytes(args.serialized_bytes, args.serialized_bytes_size);
+    if (args.serialized_device_assignment_deleter != nullptr) {
+      args.serialized_device_assignment_deleter(args.serialized_device_assignment);
+    }
+    return bytes;
+  }
+
+  StatusOr<ExecuteResult> Execute(const std::vector<std::vector<Buffer*>>& args, const ExecuteOptions& options,
+                                  int only_core) override;
+
+  void Delete() override {
+    INNER_ARGS(PJRT_LoadedExecutable_Delete_Args, args);
+    args.executable = loaded_;
+    TakeError(api_, api_->PJRT_LoadedExecutable_Delete(&args));
+  }
+
+  bool IsDeleted() override {
+    INNER_ARGS(PJRT_LoadedExecutable_IsDeleted_Args, args);
+    args.executable = loaded_;
+    if (!TakeError(api_, api_->PJRT_LoadedExecutable_IsDeleted(&args)).ok()) return true;
+    return args.is_deleted;
+  }
+
+ private:
+  SimEngine* engine_;
+  const PJRT_Api* api_;
+  PJRT_LoadedExecutable* loaded_;
+  PJRT_Executable* executable_ = nullptr;
+  std::string name_;
+  int num_replicas_ = 1;
+  int num_partitions_ = 1;
+  std::vector<OutputShape> outputs_;
+  std::vector<int> addressable_cores_;
+};
+
+class SimEngine : public Engine {
+ public:
+  ~SimEngine() override {
+    if (client_ != nullptr) {
+      INNER_ARGS(PJRT_Client_Destroy_Args, args);
+      args.client = client_;
+      TakeError(api_, api_->PJRT_Client_Destroy(&args));
+    }
+    // The library stays loaded: XLA's CPU runtime keeps threads and statics alive.
+  }
+
+  Status Init(const EngineOptions& options) {
+    PN_ASSIGN_OR_RETURN(api_, LoadApi(options.library_path));
+    std::vector<PJRT_NamedValue> create_options;
+    auto add_int = [&](const char* name, int64_t value) {
+      PJRT_NamedValue v;
+      std::memset(&v, 0, sizeof(v));
+      v.struct_size = PJRT_NamedValue_STRUCT_SIZE;
+      v.name = name;
+      v.name_size = std::strlen(name);
+      v.type = PJRT_NamedValue_kInt64;
+      v.int64_value = value;
+      v.value_size = 1;
+      create_options.push_back(v);
+    };
+    add_int("cpu_device_count", options.num_cores);
+    for (const Attribute& a : options.passthrough) {
+      PJRT_NamedValue v;
+      std::memset(&v, 0, sizeof(v));
+      v.struct_size = PJRT_NamedValue_STRUCT_SIZE;
+      v.name = a.name.c_str();
+      v.name_size = a.name.size();
+      v.value_size = 1;
+      if (auto* b = std::get_if<bool>(&a.value)) {
+        v.type = PJRT_NamedValue_kBool;
+        v.bool_value = *b;
+      } else if (auto* i = std::get_if<int64_t>(&a.value)) {
+        v.type = PJRT_NamedValue_kInt64;
+        v.int64_value = *i;
+      } else {
+        return InvalidArgument("engine option '" + a.name + "' must be a bool or an integer");
+      }
+      create_options.push_back(v);
+    }
+    INNER_ARGS(PJRT_Client_Create_Args, create);
+    create.create_options = create_options.data();
+    create.num_options = create_options.size();
+    PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Client_Create(&create)));
+    client_ = create.client;
+
+    INNER_ARGS(PJRT_Client_AddressableDevices_Args, devices);
+    devices.client = client_;
+    PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Client_AddressableDevices(&devices)));
+    if (devices.num_addressable_devices != static_cast<size_t>(options.num_cores)) {
+      return Internal("the XLA CPU engine made " + std::to_string(devices.num_addressable_devices) +
+                      " devices, expected " + std::to_string(options.num_cores));
+    }
+    devices_.assign(devices.addressable_devices, devices.addressable_devices + devices.num_addressable_devices);
+    version_ = std::to_string(api_->pjrt_api_version.major_version) + "." +
+               std::to_string(api_->pjrt_api_version.minor_version);
+    return Status::Ok();
+  }
+
+  const PJRT_Api* api() { return api_; }
+  PJRT_Device* device(int core) { return devices_.at(core); }
+  int CoreOf(PJRT_Device* device) {
+    for (size_t i = 0; i < devices_.size(); ++i) {
+      if (devices_[i] == device) return static_cast<int>(i);
+    }
+    return -1;
+  }
+  std::unique_ptr<Buffer> Wrap(PJRT_Buffer* buffer) { return std::make_unique<SimBuffer>(this, buffer); }
+
+  std::string description() override { return "XLA CPU (PJRT " + version_ + ")"; }
+  int num_cores() override { return static_cast<int>(devices_.size()); }
+
+  StatusOr<TransferResult> BufferFromHost(int core, const HostBufferSpec& spec) override {
+    INNER_ARGS(PJRT_Client_BufferFromHostBuffer_Args, args);
+    args.client = client_;
+    args.data = spec.data;
+    args.type = spec.type;
+    args.dims = spec.dims.data();
+    args.num_dims = spec.dims.size();
+    args.byte_strides = spec.byte_strides;
+    args.num_byte_strides = spec.num_byte_strides;
+    args.host_buffer_semantics = spec.semantics;
+    args.device = device(core);
+    args.device_layout = spec.device_layout;
+    PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Client_BufferFromHostBuffer(&args)));
+    TransferResult result;
+    result.buffer = Wrap(args.buffer);
+    if (args.done_with_host_buffer != nullptr) result.done_with_host_buffer = WrapEvent(api_, args.done_with_host_buffer);
+    return result;
+  }
+
+  StatusOr<std::unique_ptr<Buffer>> CreateUninitializedBuffer(int core, PJRT_Buffer_Type type,
+                                                              const std::vector<int64_t>& dims) override {
+    INNER_ARGS(PJRT_Client_CreateUninitializedBuffer_Args, args);
+    args.client = client_;
+    args.shape_dims = dims.data();
+    args.shape_num_dims = dims.size();
+    args.shape_element_type = type;
+    args.device = device(core);
+    PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Client_CreateUninitializedBuffer(&args)));
+    return Wrap(args.buffer);
+  }
+
+  StatusOr<std::unique_ptr<Executable>> Compile(const Program& program, const std::string& options) override {
+    PJRT_Program inner_program;
+    std::memset(&inner_program, 0, sizeof(inner_program));
+    inner_program.struct_size = PJRT_Program_STRUCT_SIZE;
+    inner_program.code = const_cast<char*>(program.code);
+    inner_program.code_size = program.code_size;
+    inner_program.format = program.format.c_str();
+    inner_program.format_size = program.format.size();
+    INNER_ARGS(PJRT_Client_Compile_Args, args);
+    args.client = client_;
+    args.program = &inner_program;
+    args.compile_options = options.data();
+    args.compile_options_size = options.size();
+    PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Client_Compile(&args)));
+    return Finish(args.executable);
+  }
+
+  StatusOr<std::unique_ptr<Executable>> Deserialize(const std::string& bytes,
+                                                    const std::string* overridden_options) override {
+    INNER_ARGS(PJRT_Executable_DeserializeAndLoad_Args, args);
+    args.client = client_;
+    args.serialized_executable = bytes.data();
+    args.serialized_executable_size = bytes.size();
+    if (overridden_options != nullptr) {
+      args.overridden_serialized_compile_options = overridden_options->data();
+      args.overridden_serialized_compile_options_size = overridden_options->size();
+    }
+    PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Executable_DeserializeAndLoad(&args)));
+    return Finish(args.loaded_executable);
+  }
+
+  StatusOr<std::vector<int>> DefaultDeviceAssignment(int num_replicas, int num_partitions) override {
+    std::vector<int> assignment(static_cast<size_t>(num_replicas) * num_partitions);
+    INNER_ARGS(PJRT_Client_DefaultDeviceAssignment_Args, args);
+    args.client = client_;
+    args.num_replicas = num_replicas;
+    args.num_partitions = num_partitions;
+    args.default_assignment_size = assignment.size();
+    args.default_assignment = assignment.data();
+    PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Client_DefaultDeviceAssignment(&args)));
+    return assignment;
+  }
+
+ private:
+  StatusOr<std::unique_ptr<Executable>> Finish(PJRT_LoadedExecutable* loaded) {
+    auto executable = std::make_unique<SimExecutable>(this, loaded);
+    PN_RETURN_IF_ERROR(executable->Init());
+    return std::unique_ptr<Executable>(std::move(executable));
+  }
+
+  const PJRT_Api* api_ = nullptr;
+  PJRT_Client* client_ = nullptr;
+  std::vector<PJRT_Device*> devices_;
+  std::string version_;
+};
+
+SimBuffer::SimBuffer(SimEngine* engine, PJRT_Buffer* buffer) : engine_(engine), api_(engine->api()), buffer_(buffer) {
+  INNER_ARGS(PJRT_Buffer_ElementType_Args, type);
+  type.buffer = buffer_;
+  if (TakeError(api_, api_->PJRT_Buffer_ElementType(&type)).ok()) type_ = type.type;
+  INNER_ARGS(PJRT_Buffer_Dimensions_Args, dims);
+  dims.buffer = buffer_;
+  if (TakeError(api_, api_->PJRT_Buffer_Dimensions(&dims)).ok()) dims_.assign(dims.dims, dims.dims + dims.num_dims);
+}
+
+int SimBuffer::core() {
+  if (core_ < 0) {
+    INNER_ARGS(PJRT_Buffer_Device_Args, args);
+    args.buffer = buffer_;
+    if (TakeError(api_, api_->PJRT_Buffer_Device(&args)).ok()) core_ = engine_->CoreOf(args.device);
+  }
+  return core_;
+}
+
+StatusOr<std::unique_ptr<Buffer>> SimBuffer::CopyToCore(int core) {
+  INNER_ARGS(PJRT_Buffer_CopyToDevice_Args, args);
+  args.buffer = buffer_;
+  args.dst_device = engine_->device(core);
+  PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Buffer_CopyToDevice(&args)));
+  return engine_->Wrap(args.dst_buffer);
+}
+
+SimExecutable::SimExecutable(SimEngine* engine, PJRT_LoadedExecutable* loaded)
+    : engine_(engine), api_(engine->api()), loaded_(loaded) {}
+
+SimExecutable::~SimExecutable() {
+  if (executable_ != nullptr) {
+    INNER_ARGS(PJRT_Executable_Destroy_Args, args);
+    args.executable = executable_;
+    TakeError(api_, api_->PJRT_Executable_Destroy(&args));
+  }
+  INNER_ARGS(PJRT_LoadedExecutable_Destroy_Args, args);
+  args.executable = loaded_;
+  TakeError(api_, api_->PJRT_LoadedExecutable_Destroy(&args));
+}
+
+Status SimExecutable::Init() {
+  INNER_ARGS(PJRT_LoadedExecutable_GetExecutable_Args, get);
+  get.loaded_executable = loaded_;
+  PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_LoadedExecutable_GetExecutable(&get)));
+  executable_ = get.executable;
+
+  INNER_ARGS(PJRT_Executable_Name_Args, name);
+  name.executable = executable_;
+  PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Executable_Name(&name)));
+  name_.assign(name.executable_name, name.executable_name_size);
+
+  INNER_ARGS(PJRT_Executable_NumReplicas_Args, replicas);
+  replicas.executable = executable_;
+  PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Executable_NumReplicas(&replicas)));
+  num_replicas_ = static_cast<int>(replicas.num_replicas);
+  INNER_ARGS(PJRT_Executable_NumPartitions_Args, partitions);
+  partitions.executable = executable_;
+  PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Executable_NumPartitions(&partitions)));
+  num_partitions_ = static_cast<int>(partitions.num_partitions);
+
+  INNER_ARGS(PJRT_Executable_OutputElementTypes_Args, types);
+  types.executable = executable_;
+  PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Executable_OutputElementTypes(&types)));
+  INNER_ARGS(PJRT_Executable_OutputDimensions_Args, dims);
+  dims.executable = executable_;
+  PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Executable_OutputDimensions(&dims)));
+  INNER_ARGS(PJRT_Executable_OutputMemoryKinds_Args, kinds);
+  kinds.executable = executable_;
+  Status kinds_status = TakeError(api_, api_->PJRT_Executable_OutputMemoryKinds(&kinds));
+  size_t offset = 0;
+  for (size_t i = 0; i < types.num_output_types; ++i) {
+    OutputShape shape;
+    shape.type = types.output_types[i];
+    size_t rank = i < dims.num_outputs ? dims.dim_sizes[i] : 0;
+    shape.dims.assign(dims.dims + offset, dims.dims + offset + rank);
+    offset += rank;
+    shape.memory_kind = kinds_status.ok() && i < kinds.num_outputs
+                            ? std::string(kinds.memory_kinds[i], kinds.memory_kind_sizes[i])
+                            : std::string("device");
+    outputs_.push_back(std::move(shape));
+  }
+
+  INNER_ARGS(PJRT_LoadedExecutable_AddressableDevices_Args, devices);
+  devices.executable = loaded_;
+  PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_LoadedExecutable_AddressableDevices(&devices)));
+  for (size_t i = 0; i < devices.num_addressable_devices; ++i) {
+    addressable_cores_.push_back(engine_->CoreOf(devices.addressable_devices[i]));
+  }
+  return Status::Ok();
+}
+
+StatusOr<ExecuteResult> SimExecutable::Execute(const std::vector<std::vector<Buffer*>>& args,
+                                               const ExecuteOptions& options, int only_core) {
+  const size_t num_devices = args.size();
+  const size_t num_args = num_devices == 0 ? 0 : args[0].size();
+  std::vector<std::vector<PJRT_Buffer*>> inner_args(num_devices);
+  std::vector<PJRT_Buffer* const*> arg_lists(num_devices);
+  for (size_t d = 0; d < num_devices; ++d) {
+    for (Buffer* b : args[d]) inner_args[d].push_back(static_cast<SimBuffer*>(b)->inner());
+    arg_lists[d] = inner_args[d].data();
+  }
+  const size_t num_outputs = outputs_.size();
+  std::vector<std::vector<PJRT_Buffer*>> inner_outputs(num_devices, std::vector<PJRT_Buffer*>(num_outputs, nullptr));
+  std::vector<PJRT_Buffer**> output_lists(num_devices);
+  for (size_t d = 0; d < num_devices; ++d) output_lists[d] = inner_outputs[d].data();
+  std::vector<PJRT_Event*> events(num_devices, nullptr);
+
+  PJRT_ExecuteOptions inner_options;
+  std::memset(&inner_options, 0, sizeof(inner_options));
+  inner_options.struct_size = PJRT_ExecuteOptions_STRUCT_SIZE;
+  inner_options.launch_id = options.launch_id;
+  inner_options.non_donatable_input_indices = options.non_donatable_input_indices.data();
+  inner_options.num_non_donatable_input_indices = options.non_donatable_input_indices.size();
+  inner_options.send_callbacks = options.send_callbacks;
+  inner_options.recv_callbacks = options.recv_callbacks;
+  inner_options.num_send_ops = options.num_send_ops;
+  inner_options.num_recv_ops = options.num_recv_ops;
+
+  INNER_ARGS(PJRT_LoadedExecutable_Execute_Args, exec);
+  exec.executable = loaded_;
+  exec.options = &inner_options;
+  exec.argument_lists = arg_lists.data();
+  exec.num_devices = num_devices;
+  exec.num_args = num_args;
+  exec.output_lists = output_lists.data();
+  exec.device_complete_events = events.data();
+  exec.execute_device = only_core >= 0 ? engine_->device(only_core) : nullptr;
+  PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_LoadedExecutable_Execute(&exec)));
+
+  ExecuteResult result;
+  result.outputs.resize(num_devices);
+  for (size_t d = 0; d < num_devices; ++d) {
+    for (PJRT_Buffer* out : inner_outputs[d]) result.outputs[d].push_back(engine_->Wrap(out));
+    result.completions.push_back(WrapEvent(api_, events[d]));
+  }
+  return result;
+}
+
+}  // namespace
+
+StatusOr<Attributes> SimEnginePluginAttributes(const std::string& library_path) {
+  PN_ASSIGN_OR_RETURN(const PJRT_Api* api, LoadApi(library_path));
+  INNER_ARGS(PJRT_Plugin_Attributes_Args, args);
+  PN_RETURN_IF_ERROR(TakeError(api, api->PJRT_Plugin_Attributes(&args)));
+  return ToAttributes(args.attributes, args.num_attributes);
+}
+
+StatusOr<std::unique_ptr<Engine>> CreateSimEngine(const EngineOptions& options) {
+  auto engine = std::make_unique<SimEngine>();
+  PN_RETURN_IF_ERROR(engine->Init(options));
+  return std::unique_ptr<Engine>(std::move(engine));
+}
+
+}  // namespace pjrt_neuron::engine
