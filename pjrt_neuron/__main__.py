@@ -1,0 +1,5 @@
+import sys
+
+from pjrt_neuron.cli import main
+
+sys.exit(main())
