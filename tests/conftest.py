@@ -1,0 +1,37 @@
+"""Shared test set-up.
+
+JAX sees both platforms in one process (``neuron`` for the plugin, ``cpu`` as the reference).
+torch-xla picks its device once per process, so its tests run scripts in subprocesses.
+"""
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("JAX_PLATFORMS", "neuron,cpu")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+
+import pjrt_neuron  # noqa: E402
+
+pjrt_neuron.prepare_environment()
+
+TESTS_DIR = Path(__file__).resolve().parent
+sys.path.insert(0, str(TESTS_DIR))
+
+import pjrt_capi  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def plugin_api():
+    """The plugin loaded through our own ctypes PJRT client."""
+    return pjrt_capi.Api(pjrt_neuron.library_path())
+
+
+@pytest.fixture
+def client(plugin_api):
+    """A fresh client on the default simulated instance (trn1.2xlarge, 2 NeuronCores)."""
+    c = pjrt_capi.Client(plugin_api)
+    yield c
+    c.close()
