@@ -6,12 +6,15 @@ torch-xla picks its device once per process, so its tests run scripts in subproc
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("JAX_PLATFORMS", "neuron,cpu")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+# NeuronCores are exclusive between processes; the test session gets an instance of its own.
+os.environ["PJRT_NEURON_LOCK_DIR"] = tempfile.mkdtemp(prefix="pjrt-neuron-test-locks-")
 
 import pjrt_neuron  # noqa: E402
 

@@ -98,19 +98,19 @@ PN_ENTRY(Buffer_IsDeleted) {
   return Status::Ok();
 }
 
-StatusOr<core::Device*> DestinationDevice(core::Buffer* source, core::Device* destination) {
+Status CheckSameClient(core::Buffer* source, core::Device* destination) {
   if (!source->device()->client()->Owns(destination)) {
     return InvalidArgument("the destination belongs to another client than the buffer");
   }
-  return destination;
+  return Status::Ok();
 }
 
 PN_ENTRY(Buffer_CopyToDevice) {
   PN_REQUIRE_ARGS(args, PJRT_Buffer_CopyToDevice_Args, dst_buffer);
   PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UsableBuffer(args->buffer));
   PN_ASSIGN_OR_RETURN(core::Device * target, Unwrap<core::Device>(args->dst_device, "dst_device"));
-  PN_ASSIGN_OR_RETURN(core::Device * device, DestinationDevice(buffer, target));
-  PN_ASSIGN_OR_RETURN(auto copy, device->client()->CopyToDevice(*buffer, device));
+  PN_RETURN_IF_ERROR(CheckSameClient(buffer, target));
+  PN_ASSIGN_OR_RETURN(auto copy, target->client()->CopyToMemory(*buffer, target->default_memory()));
   args->dst_buffer = Wrap<PJRT_Buffer>(copy.release());
   return Status::Ok();
 }
@@ -119,8 +119,8 @@ PN_ENTRY(Buffer_CopyToMemory) {
   PN_REQUIRE_ARGS(args, PJRT_Buffer_CopyToMemory_Args, dst_buffer);
   PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UsableBuffer(args->buffer));
   PN_ASSIGN_OR_RETURN(core::Memory * memory, Unwrap<core::Memory>(args->dst_memory, "dst_memory"));
-  PN_ASSIGN_OR_RETURN(core::Device * device, DestinationDevice(buffer, memory->device()));
-  PN_ASSIGN_OR_RETURN(auto copy, device->client()->CopyToDevice(*buffer, device));
+  PN_RETURN_IF_ERROR(CheckSameClient(buffer, memory->device()));
+  PN_ASSIGN_OR_RETURN(auto copy, memory->device()->client()->CopyToMemory(*buffer, memory));
   args->dst_buffer = Wrap<PJRT_Buffer>(copy.release());
   return Status::Ok();
 }

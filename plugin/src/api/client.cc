@@ -145,24 +145,24 @@ PN_ENTRY(Client_DefaultDeviceAssignment) {
   return Status::Ok();
 }
 
-// The device a transfer targets: the device itself, or the owner of the memory.
-StatusOr<core::Device*> TargetDevice(core::Client* client, PJRT_Device* device_handle, PJRT_Memory* memory_handle) {
+// The memory a transfer targets: the one named, or the default memory of the device named.
+StatusOr<core::Memory*> TargetMemory(core::Client* client, PJRT_Device* device_handle, PJRT_Memory* memory_handle) {
   core::Device* device = nullptr;
   if (device_handle != nullptr) {
     PN_ASSIGN_OR_RETURN(device, Unwrap<core::Device>(device_handle, "device"));
     if (!client->Owns(device)) return InvalidArgument("`device` belongs to another client");
   }
-  if (memory_handle != nullptr) {
-    PN_ASSIGN_OR_RETURN(core::Memory * memory, Unwrap<core::Memory>(memory_handle, "memory"));
-    if (!client->Owns(memory->device())) return InvalidArgument("`memory` belongs to another client");
-    if (device != nullptr && memory->device() != device) {
-      return InvalidArgument("`memory` (" + memory->to_string() + ") is not attached to `device` " +
-                             device->description().to_string);
-    }
-    device = memory->device();
+  if (memory_handle == nullptr) {
+    if (device == nullptr) return InvalidArgument("neither `device` nor `memory` is set");
+    return device->default_memory();
   }
-  if (device == nullptr) return InvalidArgument("neither `device` nor `memory` is set");
-  return device;
+  PN_ASSIGN_OR_RETURN(core::Memory * memory, Unwrap<core::Memory>(memory_handle, "memory"));
+  if (!client->Owns(memory->device())) return InvalidArgument("`memory` belongs to another client");
+  if (device != nullptr && memory->device() != device) {
+    return InvalidArgument("`memory` (" + memory->to_string() + ") is not attached to `device` " +
+                           device->description().to_string);
+  }
+  return memory;
 }
 
 Status CheckShape(PJRT_Buffer_Type type, const int64_t* dims, size_t num_dims) {
@@ -179,7 +179,7 @@ Status CheckShape(PJRT_Buffer_Type type, const int64_t* dims, size_t num_dims) {
 PN_ENTRY(Client_BufferFromHostBuffer) {
   PN_REQUIRE_ARGS(args, PJRT_Client_BufferFromHostBuffer_Args, buffer);
   PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
-  PN_ASSIGN_OR_RETURN(core::Device * device, TargetDevice(client, args->device, args->memory));
+  PN_ASSIGN_OR_RETURN(core::Memory * memory, TargetMemory(client, args->device, args->memory));
   PN_RETURN_IF_ERROR(CheckShape(args->type, args->dims, args->num_dims));
   bool empty = false;
   for (size_t i = 0; i < args->num_dims; ++i) empty = empty || args->dims[i] == 0;
@@ -200,7 +200,7 @@ PN_ENTRY(Client_BufferFromHostBuffer) {
   spec.semantics = args->host_buffer_semantics;
   spec.device_layout = args->device_layout;
   std::unique_ptr<core::Event> done;
-  PN_ASSIGN_OR_RETURN(auto buffer, client->BufferFromHost(device, spec, &done));
+  PN_ASSIGN_OR_RETURN(auto buffer, client->BufferFromHost(memory, std::move(spec), &done));
   args->done_with_host_buffer = Wrap<PJRT_Event>(done.release());
   args->buffer = Wrap<PJRT_Buffer>(buffer.release());
   return Status::Ok();
@@ -209,7 +209,8 @@ PN_ENTRY(Client_BufferFromHostBuffer) {
 PN_ENTRY(Client_CreateUninitializedBuffer) {
   PN_REQUIRE_ARGS(args, PJRT_Client_CreateUninitializedBuffer_Args, buffer);
   PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
-  PN_ASSIGN_OR_RETURN(core::Device * device, TargetDevice(client, args->device, args->memory));
+  PN_ASSIGN_OR_RETURN(core::Memory * memory, TargetMemory(client, args->device, args->memory));
+  core::Device* device = memory->device();
   PN_RETURN_IF_ERROR(CheckShape(args->shape_element_type, args->shape_dims, args->shape_num_dims));
   std::vector<int64_t> dims(args->shape_dims, args->shape_dims + args->shape_num_dims);
   PN_ASSIGN_OR_RETURN(auto buffer, client->CreateUninitializedBuffer(device, args->shape_element_type, dims));

@@ -1,4 +1,6 @@
 // PJRT_Device and PJRT_DeviceDescription: one device per simulated NeuronCore.
+#include <algorithm>
+#include <cstring>
 #include <mutex>
 
 #include "api/common.h"
@@ -104,6 +106,11 @@ PN_ENTRY(Device_MemoryStats) {
   PN_REQUIRE_ARGS(args, PJRT_Device_MemoryStats_Args, bytes_in_use);
   PN_ASSIGN_OR_RETURN(core::Device * device, UnwrapDevice(args->device));
   core::MemoryStats stats = device->memory_stats();
+  using A = PJRT_Device_MemoryStats_Args;
+  // Clear every output the caller's struct holds, so untracked stats read as "not set".
+  const size_t start = offsetof(A, bytes_in_use);
+  const size_t end = std::min<size_t>(args->struct_size, sizeof(A));
+  std::memset(reinterpret_cast<char*>(args) + start, 0, end - start);
   args->bytes_in_use = stats.bytes_in_use;
   // Each optional field is written only when the caller's struct has room for it.
   auto set = [&](auto value_member, auto is_set_member, int64_t value, size_t end) {
@@ -112,11 +119,18 @@ PN_ENTRY(Device_MemoryStats) {
       args->*is_set_member = true;
     }
   };
-  using A = PJRT_Device_MemoryStats_Args;
   set(&A::peak_bytes_in_use, &A::peak_bytes_in_use_is_set, stats.peak_bytes_in_use, PN_PREFIX_SIZE(A, peak_bytes_in_use_is_set));
   set(&A::num_allocs, &A::num_allocs_is_set, stats.num_allocs, PN_PREFIX_SIZE(A, num_allocs_is_set));
   set(&A::largest_alloc_size, &A::largest_alloc_size_is_set, stats.largest_alloc_size, PN_PREFIX_SIZE(A, largest_alloc_size_is_set));
   set(&A::bytes_limit, &A::bytes_limit_is_set, stats.bytes_limit, PN_PREFIX_SIZE(A, bytes_limit_is_set));
+  // The simulated HBM reserves exactly what is in use, in one contiguous free block.
+  set(&A::bytes_reserved, &A::bytes_reserved_is_set, stats.bytes_in_use, PN_PREFIX_SIZE(A, bytes_reserved_is_set));
+  set(&A::peak_bytes_reserved, &A::peak_bytes_reserved_is_set, stats.peak_bytes_in_use,
+      PN_PREFIX_SIZE(A, peak_bytes_reserved_is_set));
+  set(&A::bytes_reservable_limit, &A::bytes_reservable_limit_is_set, stats.bytes_limit,
+      PN_PREFIX_SIZE(A, bytes_reservable_limit_is_set));
+  set(&A::largest_free_block_bytes, &A::largest_free_block_bytes_is_set, stats.bytes_limit - stats.bytes_in_use,
+      PN_PREFIX_SIZE(A, largest_free_block_bytes_is_set));
   return Status::Ok();
 }
 

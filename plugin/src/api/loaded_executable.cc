@@ -1,11 +1,12 @@
 // PJRT_LoadedExecutable: a program loaded on NeuronCores, and its execution.
 #include "api/executable_views.h"
+#include "core/compile_options.h"
 
 namespace pjrt_neuron::api {
 namespace {
 
-StatusOr<core::LoadedExecutable*> UnwrapLoaded(PJRT_LoadedExecutable* e) {
-  return Unwrap<core::LoadedExecutable>(e, "executable");
+StatusOr<core::LoadedExecutable*> UnwrapLoaded(PJRT_LoadedExecutable* e, const char* field = "executable") {
+  return Unwrap<core::LoadedExecutable>(e, field);
 }
 
 PN_ENTRY(LoadedExecutable_Destroy) {
@@ -17,7 +18,7 @@ PN_ENTRY(LoadedExecutable_Destroy) {
 
 PN_ENTRY(LoadedExecutable_GetExecutable) {
   PN_REQUIRE_ARGS(args, PJRT_LoadedExecutable_GetExecutable_Args, executable);
-  PN_ASSIGN_OR_RETURN(core::LoadedExecutable * loaded, UnwrapLoaded(args->loaded_executable));
+  PN_ASSIGN_OR_RETURN(core::LoadedExecutable * loaded, UnwrapLoaded(args->loaded_executable, "loaded_executable"));
   args->executable = Wrap<PJRT_Executable>(new core::Executable(loaded->program()));
   return Status::Ok();
 }
@@ -33,14 +34,14 @@ PN_ENTRY(LoadedExecutable_AddressableDevices) {
 PN_ENTRY(LoadedExecutable_Delete) {
   PN_REQUIRE_ARGS(args, PJRT_LoadedExecutable_Delete_Args, executable);
   PN_ASSIGN_OR_RETURN(core::LoadedExecutable * loaded, UnwrapLoaded(args->executable));
-  loaded->engine_executable().Delete();
+  loaded->Delete();
   return Status::Ok();
 }
 
 PN_ENTRY(LoadedExecutable_IsDeleted) {
   PN_REQUIRE_ARGS(args, PJRT_LoadedExecutable_IsDeleted_Args, is_deleted);
   PN_ASSIGN_OR_RETURN(core::LoadedExecutable * loaded, UnwrapLoaded(args->executable));
-  args->is_deleted = loaded->engine_executable().IsDeleted();
+  args->is_deleted = loaded->IsDeleted();
   return Status::Ok();
 }
 
@@ -57,7 +58,10 @@ PN_ENTRY(LoadedExecutable_Fingerprint) {
 PN_ENTRY(LoadedExecutable_GetDeviceAssignment) {
   PN_REQUIRE_ARGS(args, PJRT_LoadedExecutable_GetDeviceAssignment_Args, serialized_device_assignment_deleter);
   PN_ASSIGN_OR_RETURN(core::LoadedExecutable * loaded, UnwrapLoaded(args->executable));
-  PN_ASSIGN_OR_RETURN(std::string bytes, loaded->engine_executable().SerializedDeviceAssignment());
+  PN_ASSIGN_OR_RETURN(std::string engine_bytes, loaded->engine_executable().SerializedDeviceAssignment());
+  core::Client* client = loaded->client();
+  PN_ASSIGN_OR_RETURN(std::string bytes, core::MapDeviceAssignment(
+                                             engine_bytes, [client](int64_t core) { return client->DeviceIdOf(core); }));
   auto* owned = new std::string(std::move(bytes));
   args->serialized_bytes = owned->data();
   args->serialized_bytes_size = owned->size();

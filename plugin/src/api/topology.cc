@@ -18,11 +18,8 @@ PN_ENTRY(TopologyDescription_Create) {
   PN_ASSIGN_OR_RETURN(core::ClientOptions resolved, core::ResolveClientOptions(options));
   std::string name = args->topology_name != nullptr ? std::string(args->topology_name, args->topology_name_size) : "";
   if (!name.empty() && name != "neuron") resolved.instance_type = name;
-  const core::InstanceType* instance = core::FindInstanceType(resolved.instance_type);
-  if (instance == nullptr) {
-    return InvalidArgument("unknown topology '" + resolved.instance_type + "'; known: " + core::KnownInstanceTypeNames());
-  }
-  args->topology = Wrap<PJRT_TopologyDescription>(new core::Topology(*instance));
+  PN_ASSIGN_OR_RETURN(core::InstanceShape shape, core::ShapeInstance(resolved.instance_type, resolved.logical_nc_config));
+  args->topology = Wrap<PJRT_TopologyDescription>(new core::Topology(shape));
   return Status::Ok();
 }
 

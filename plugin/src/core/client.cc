@@ -1,3 +1,5 @@
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <utility>
 
@@ -12,75 +14,131 @@ namespace {
 
 const std::string* StringValue(const engine::Attribute& a) { return std::get_if<std::string>(&a.value); }
 
-std::string FormatBytes(int64_t bytes) {
-  if (bytes % kGiB == 0) return std::to_string(bytes / kGiB) + " GiB";
-  return std::to_string(bytes) + " bytes";
+std::string EnvOr(const char* name, const std::string& fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? value : fallback;
+}
+
+StatusOr<int> PositiveIntSetting(const std::string& name, const std::string& text) {
+  char* end = nullptr;
+  long value = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || value < 1 || value > 4096) {
+    return InvalidArgument(name + "='" + text + "' is not a positive integer");
+  }
+  return static_cast<int>(value);
+}
+
+int ElementBits(PJRT_Buffer_Type type) {
+  switch (type) {
+    case PJRT_Buffer_Type_S2: case PJRT_Buffer_Type_U2: return 2;
+    case PJRT_Buffer_Type_S4: case PJRT_Buffer_Type_U4: case PJRT_Buffer_Type_F4E2M1FN: return 4;
+    case PJRT_Buffer_Type_S16: case PJRT_Buffer_Type_U16: case PJRT_Buffer_Type_F16: case PJRT_Buffer_Type_BF16:
+      return 16;
+    case PJRT_Buffer_Type_S32: case PJRT_Buffer_Type_U32: case PJRT_Buffer_Type_F32: return 32;
+    case PJRT_Buffer_Type_S64: case PJRT_Buffer_Type_U64: case PJRT_Buffer_Type_F64: case PJRT_Buffer_Type_C64:
+      return 64;
+    case PJRT_Buffer_Type_C128: return 128;
+    default: return 8;  // pred, 8-bit integers and every fp8 type
+  }
 }
 
 }  // namespace
 
+std::string FormatBytes(int64_t bytes) {
+  char text[64];
+  if (bytes > 0 && bytes % kGiB == 0) {
+    std::snprintf(text, sizeof(text), "%lld GiB", static_cast<long long>(bytes / kGiB));
+  } else if (bytes >= kGiB) {
+    std::snprintf(text, sizeof(text), "%.2f GiB", static_cast<double>(bytes) / kGiB);
+  } else if (bytes >= (1 << 20)) {
+    std::snprintf(text, sizeof(text), "%.2f MiB", static_cast<double>(bytes) / (1 << 20));
+  } else {
+    std::snprintf(text, sizeof(text), "%lld bytes", static_cast<long long>(bytes));
+  }
+  return text;
+}
+
+int64_t DenseSizeInBytes(PJRT_Buffer_Type type, const std::vector<int64_t>& dims) {
+  int64_t elements = 1;
+  for (int64_t d : dims) elements *= d;
+  return (elements * ElementBits(type) + 7) / 8;
+}
+
 StatusOr<ClientOptions> ResolveClientOptions(const engine::Attributes& create_options) {
   ClientOptions options;
-  if (const char* env = std::getenv("PJRT_NEURON_INSTANCE_TYPE"); env != nullptr && *env != '\0') {
-    options.instance_type = env;
+  options.instance_type = EnvOr("PJRT_NEURON_INSTANCE_TYPE", options.instance_type);
+  options.engine_library_path = EnvOr("PJRT_NEURON_ENGINE_LIBRARY", "");
+  options.visible_cores = EnvOr("NEURON_RT_VISIBLE_CORES", "");
+  if (std::string lnc = EnvOr("NEURON_LOGICAL_NC_CONFIG", ""); !lnc.empty()) {
+    PN_ASSIGN_OR_RETURN(options.logical_nc_config, PositiveIntSetting("NEURON_LOGICAL_NC_CONFIG", lnc));
   }
-  if (const char* env = std::getenv("PJRT_NEURON_ENGINE_LIBRARY"); env != nullptr && *env != '\0') {
-    options.engine_library_path = env;
+  if (std::string num = EnvOr("NEURON_RT_NUM_CORES", ""); !num.empty()) {
+    PN_ASSIGN_OR_RETURN(options.num_cores, PositiveIntSetting("NEURON_RT_NUM_CORES", num));
   }
   for (const engine::Attribute& option : create_options) {
-    if (option.name == "instance_type" || option.name == "engine_library_path") {
+    const std::string& name = option.name;
+    if (name == "instance_type" || name == "engine_library_path" || name == "visible_cores") {
       const std::string* value = StringValue(option);
-      if (value == nullptr) return InvalidArgument("create option '" + option.name + "' must be a string");
-      (option.name == "instance_type" ? options.instance_type : options.engine_library_path) = *value;
-    } else if (option.name == "asynchronous") {
+      if (value == nullptr) return InvalidArgument("create option '" + name + "' must be a string");
+      if (name == "instance_type") options.instance_type = *value;
+      if (name == "engine_library_path") options.engine_library_path = *value;
+      if (name == "visible_cores") options.visible_cores = *value;
+    } else if (name == "num_cores" || name == "logical_nc_config") {
+      const int64_t* value = std::get_if<int64_t>(&option.value);
+      if (value == nullptr || *value < 1) return InvalidArgument("create option '" + name + "' must be a positive integer");
+      (name == "num_cores" ? options.num_cores : options.logical_nc_config) = static_cast<int>(*value);
+    } else if (name == "asynchronous") {
       if (!std::holds_alternative<bool>(option.value)) return InvalidArgument("create option 'asynchronous' must be a bool");
       options.engine_passthrough.push_back(option);
-    } else if (option.name == "max_inflight_computations") {
+    } else if (name == "max_inflight_computations") {
       if (!std::holds_alternative<int64_t>(option.value)) {
         return InvalidArgument("create option 'max_inflight_computations' must be an integer");
       }
       options.engine_passthrough.push_back(option);
     } else {
-      return InvalidArgument("unknown create option '" + option.name +
-                             "'; known options: instance_type, engine_library_path, asynchronous, "
-                             "max_inflight_computations");
+      return InvalidArgument("unknown create option '" + name +
+                             "'; known options: instance_type, logical_nc_config, visible_cores, num_cores, "
+                             "engine_library_path, asynchronous, max_inflight_computations");
     }
   }
-  if (FindInstanceType(options.instance_type) == nullptr) {
-    return InvalidArgument("unknown instance type '" + options.instance_type +
-                           "' (PJRT_NEURON_INSTANCE_TYPE or create option instance_type); known: " +
-                           KnownInstanceTypeNames());
-  }
+  PN_RETURN_IF_ERROR(ShapeInstance(options.instance_type, options.logical_nc_config).status());
   return options;
 }
 
-Topology::Topology(const InstanceType& instance) : instance_(instance) {
-  for (int chip = 0; chip < instance.chips; ++chip) {
-    for (int core = 0; core < instance.cores_per_chip; ++core) {
-      auto d = std::make_unique<DeviceDescription>();
-      d->id = chip * instance.cores_per_chip + core;
-      d->chip = chip;
-      d->core_on_chip = core;
-      d->kind = instance.core_generation;
-      d->to_string = "NeuronCore(id=" + std::to_string(d->id) + ", chip=" + std::to_string(chip) +
-                     ", core=" + std::to_string(core) + ")";
-      d->debug_string = std::string(instance.core_generation) + " " + std::to_string(d->id) + " of " +
-                        instance.name + " (chip " + std::to_string(chip) + ", core " + std::to_string(core) +
-                        ", " + FormatBytes(instance.hbm_bytes_per_core) + " HBM, simulated)";
-      d->attributes = {
-          {"chip_index", int64_t{chip}},
-          {"core_on_chip", int64_t{core}},
-          {"hbm_bytes", instance.hbm_bytes_per_core},
-          {"instance_type", std::string(instance.name)},
-      };
-      descriptions_.push_back(std::move(d));
-    }
+Topology::Topology(const InstanceShape& shape) : shape_(shape) {
+  const InstanceType& instance = *shape.type;
+  for (int id = 0; id < shape.total_cores(); ++id) {
+    auto d = std::make_unique<DeviceDescription>();
+    d->id = id;
+    d->chip = shape.chip_of(id);
+    d->core_on_chip = id % shape.cores_per_chip;
+    d->kind = instance.core_generation;
+    d->to_string = "NeuronCore(id=" + std::to_string(id) + ", chip=" + std::to_string(d->chip) +
+                   ", core=" + std::to_string(d->core_on_chip) + ")";
+    d->debug_string = std::string(instance.core_generation) + " " + std::to_string(id) + " of " + instance.name +
+                      " (chip " + std::to_string(d->chip) + ", core " + std::to_string(d->core_on_chip) + ", " +
+                      FormatBytes(shape.hbm_bytes_per_core) + " HBM, simulated)";
+    std::vector<int64_t> coords;
+    for (int c : shape.chip_coordinates(d->chip)) coords.push_back(c);
+    d->attributes = {
+        {"chip_index", int64_t{d->chip}},
+        {"core_on_chip", int64_t{d->core_on_chip}},
+        {"chip_coords", coords},
+        {"hbm_bytes", shape.hbm_bytes_per_core},
+        {"instance_type", std::string(instance.name)},
+        {"logical_nc_config", int64_t{shape.logical_nc_config}},
+    };
+    descriptions_.push_back(std::move(d));
   }
   attributes_ = {
       {"instance_type", std::string(instance.name)},
       {"chips", int64_t{instance.chips}},
-      {"cores_per_chip", int64_t{instance.cores_per_chip}},
+      {"cores_per_chip", int64_t{shape.cores_per_chip}},
+      {"logical_nc_config", int64_t{shape.logical_nc_config}},
       {"core_generation", std::string(instance.core_generation)},
+      {"hbm_bytes_per_core", shape.hbm_bytes_per_core},
+      {"chip_links", std::string(instance.links == ChipLinks::kTorus2D ? "2d-torus"
+                                 : instance.links == ChipLinks::kRing ? "ring" : "none")},
   };
 }
 
@@ -88,14 +146,26 @@ Memory::Memory(int id, std::string kind, int kind_id, Device* device)
     : id_(id), kind_(std::move(kind)), kind_id_(kind_id), device_(device) {
   to_string_ = "NeuronMemory(id=" + std::to_string(id_) + ", kind=" + kind_ + ", core=" +
                std::to_string(device->id()) + ")";
-  debug_string_ = kind_ + " memory of NeuronCore " + std::to_string(device->id());
+  debug_string_ = kind_ + " memory of NeuronCore " + std::to_string(device->id()) +
+                  (is_hbm() ? " (HBM)" : " (host memory pinned for offload)");
 }
 
 Device::Device(Client* client, const DeviceDescription* description, int core, int64_t hbm_bytes)
     : client_(client), description_(description), core_(core) {
   stats_.bytes_limit = hbm_bytes;
-  memories_.push_back(std::make_unique<Memory>(description->id, "device", 0, this));
+  int kind_id = 0;
+  for (const char* kind : engine::Engine::kMemoryKinds) {
+    memories_.push_back(std::make_unique<Memory>(description->id * 2 + kind_id, kind, kind_id, this));
+    ++kind_id;
+  }
   for (const auto& m : memories_) memory_ptrs_.push_back(m.get());
+}
+
+Memory* Device::memory_of_kind(const std::string& kind) const {
+  for (Memory* m : memory_ptrs_) {
+    if (m->kind() == kind) return m;
+  }
+  return nullptr;
 }
 
 MemoryStats Device::memory_stats() const {
@@ -103,12 +173,33 @@ MemoryStats Device::memory_stats() const {
   return stats_;
 }
 
-void Device::Charge(int64_t bytes) {
+Status Device::FitsLocked(int64_t bytes, const std::string& purpose) const {
+  if (stats_.bytes_in_use + bytes <= stats_.bytes_limit) return Status::Ok();
+  return Status(ErrorCode::kResourceExhausted,
+                "NeuronCore " + std::to_string(id()) + " is out of HBM: " + purpose + " needs " + FormatBytes(bytes) +
+                    " but " + FormatBytes(stats_.bytes_in_use) + " of its " + FormatBytes(stats_.bytes_limit) +
+                    " are in use by " + std::to_string(stats_.num_allocs) + " allocation(s) so far (largest " +
+                    FormatBytes(stats_.largest_alloc_size) + ")");
+}
+
+Status Device::CheckFits(int64_t bytes, const std::string& purpose) const {
   std::lock_guard<std::mutex> lock(stats_mutex_);
+  return FitsLocked(bytes, purpose);
+}
+
+Status Device::Charge(int64_t bytes, const std::string& purpose) {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  PN_RETURN_IF_ERROR(FitsLocked(bytes, purpose));
   stats_.bytes_in_use += bytes;
   stats_.num_allocs += 1;
   stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
   stats_.largest_alloc_size = std::max(stats_.largest_alloc_size, bytes);
+  return Status::Ok();
+}
+
+void Device::NotePeak(int64_t transient_bytes) {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use + transient_bytes);
 }
 
 void Device::Release(int64_t bytes) {
@@ -116,13 +207,10 @@ void Device::Release(int64_t bytes) {
   stats_.bytes_in_use -= bytes;
 }
 
-Buffer::Buffer(Device* device, std::unique_ptr<engine::Buffer> buffer)
-    : device_(device), buffer_(std::move(buffer)) {
-  auto size = buffer_->OnDeviceSizeInBytes();
-  if (size.ok()) {
-    charged_bytes_ = static_cast<int64_t>(size.value());
-    device_->Charge(charged_bytes_);
-  }
+Buffer::Buffer(Device* device, std::unique_ptr<engine::Buffer> buffer, int64_t charged_bytes)
+    : device_(device), buffer_(std::move(buffer)), charged_bytes_(charged_bytes) {
+  memory_ = device_->memory_of_kind(buffer_->memory_kind());
+  if (memory_ == nullptr) memory_ = device_->default_memory();
 }
 
 Buffer::~Buffer() { ReleaseCharge(); }
@@ -145,34 +233,49 @@ void Buffer::Delete() {
 
 Status Buffer::CheckUsable() const {
   if (buffer_->IsDeleted()) {
-    return InvalidArgument("buffer on NeuronCore " + std::to_string(device_->id()) +
-                           " has been deleted or donated");
+    return InvalidArgument("buffer on NeuronCore " + std::to_string(device_->id()) + " has been deleted or donated");
   }
   return Status::Ok();
 }
 
 StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
-  const InstanceType* instance = FindInstanceType(options.instance_type);
-  if (instance == nullptr) return InvalidArgument("unknown instance type '" + options.instance_type + "'");
+  PN_ASSIGN_OR_RETURN(InstanceShape shape, ShapeInstance(options.instance_type, options.logical_nc_config));
   std::unique_ptr<Client> client(new Client());
-  client->topology_ = std::make_unique<Topology>(*instance);
+  client->topology_ = std::make_unique<Topology>(shape);
   client->topology_->owned_by_client = true;
-  const int num_cores = instance->chips * instance->cores_per_chip;
+  const std::string instance = shape.type->name;
+
+  if (!options.visible_cores.empty()) {
+    PN_ASSIGN_OR_RETURN(std::vector<int> cores, ParseVisibleCores(options.visible_cores, shape.total_cores()));
+    if (options.num_cores != 0 && options.num_cores != static_cast<int>(cores.size())) {
+      return InvalidArgument("NEURON_RT_NUM_CORES=" + std::to_string(options.num_cores) +
+                             " disagrees with NEURON_RT_VISIBLE_CORES='" + options.visible_cores + "' (" +
+                             std::to_string(cores.size()) + " cores); set one of them");
+    }
+    PN_ASSIGN_OR_RETURN(client->lease_, CoreLease::Claim(instance, cores));
+  } else if (options.num_cores != 0) {
+    PN_ASSIGN_OR_RETURN(client->lease_, CoreLease::ClaimAny(instance, options.num_cores, shape.total_cores()));
+  } else {
+    std::vector<int> all(shape.total_cores());
+    for (int i = 0; i < shape.total_cores(); ++i) all[i] = i;
+    PN_ASSIGN_OR_RETURN(client->lease_, CoreLease::Claim(instance, all));
+  }
 
   engine::EngineOptions engine_options;
-  engine_options.num_cores = num_cores;
+  engine_options.num_cores = static_cast<int>(client->lease_->cores().size());
   engine_options.library_path = options.engine_library_path;
   engine_options.passthrough = options.engine_passthrough;
   PN_ASSIGN_OR_RETURN(client->engine_, engine::CreateSimEngine(engine_options));
 
-  for (int core = 0; core < num_cores; ++core) {
-    const DeviceDescription* description = client->topology_->descriptions()[core].get();
+  for (size_t position = 0; position < client->lease_->cores().size(); ++position) {
+    int physical = client->lease_->cores()[position];
+    const DeviceDescription* description = client->topology_->descriptions()[physical].get();
     client->devices_.push_back(
-        std::make_unique<Device>(client.get(), description, core, instance->hbm_bytes_per_core));
+        std::make_unique<Device>(client.get(), description, static_cast<int>(position), shape.hbm_bytes_per_core));
     client->device_ptrs_.push_back(client->devices_.back().get());
     for (Memory* m : client->devices_.back()->memories()) client->memory_ptrs_.push_back(m);
   }
-  client->platform_version_ = std::string("pjrt-neuron ") + PluginVersion() + "; " + instance->name +
+  client->platform_version_ = std::string("pjrt-neuron ") + PluginVersion() + "; " + instance +
                               " (simulated NeuronCores); engine: " + client->engine_->description();
   return client;
 }
@@ -192,38 +295,86 @@ Device* Client::LookupAddressableDevice(int local_hardware_id) const {
 }
 
 Device* Client::DeviceForCore(int core) const {
-  for (Device* d : device_ptrs_) {
-    if (d->core() == core) return d;
-  }
-  return nullptr;
+  return core >= 0 && core < static_cast<int>(device_ptrs_.size()) ? device_ptrs_[core] : nullptr;
 }
 
-std::unique_ptr<Buffer> Client::Adopt(std::unique_ptr<engine::Buffer> buffer) {
+StatusOr<int64_t> Client::EngineIdOf(int64_t device_id) const {
+  Device* device = LookupDevice(static_cast<int>(device_id));
+  if (device == nullptr) {
+    std::string ids;
+    for (Device* d : device_ptrs_) ids += (ids.empty() ? "" : ", ") + std::to_string(d->id());
+    return InvalidArgument("the program names device id " + std::to_string(device_id) +
+                           ", which is not one of this process's NeuronCores (" + ids + ")");
+  }
+  return device->core();
+}
+
+StatusOr<int64_t> Client::DeviceIdOf(int64_t engine_core) const {
+  Device* device = DeviceForCore(static_cast<int>(engine_core));
+  if (device == nullptr) return Internal("the engine named unknown core " + std::to_string(engine_core));
+  return device->id();
+}
+
+StatusOr<std::unique_ptr<Buffer>> Client::Adopt(std::unique_ptr<engine::Buffer> buffer) {
   Device* device = DeviceForCore(buffer->core());
-  if (device == nullptr) device = device_ptrs_.front();
-  return std::make_unique<Buffer>(device, std::move(buffer));
+  if (device == nullptr) return Internal("the engine produced a buffer on unknown core " + std::to_string(buffer->core()));
+  int64_t charged = 0;
+  if (buffer->memory_kind() == "device") {
+    PN_ASSIGN_OR_RETURN(size_t size, buffer->OnDeviceSizeInBytes());
+    charged = static_cast<int64_t>(size);
+    PN_RETURN_IF_ERROR(device->Charge(charged, "an output buffer"));
+  }
+  return std::make_unique<Buffer>(device, std::move(buffer), charged);
 }
 
-StatusOr<std::unique_ptr<Buffer>> Client::BufferFromHost(Device* device, const engine::HostBufferSpec& spec,
+StatusOr<std::unique_ptr<Buffer>> Client::BufferFromHost(Memory* memory, engine::HostBufferSpec spec,
                                                          std::unique_ptr<Event>* done_with_host_buffer) {
-  PN_ASSIGN_OR_RETURN(engine::TransferResult transfer, engine_->BufferFromHost(device->core(), spec));
-  if (done_with_host_buffer != nullptr) {
-    *done_with_host_buffer = transfer.done_with_host_buffer ? std::make_unique<Event>(transfer.done_with_host_buffer)
-                                                            : Event::Completed();
+  Device* device = memory->device();
+  int64_t charged = 0;
+  if (memory->is_hbm()) {
+    // Check before allocating: the simulator's HBM is host RAM, too big a request must not touch it.
+    charged = DenseSizeInBytes(spec.type, spec.dims);
+    PN_RETURN_IF_ERROR(device->Charge(charged, "a host-to-device transfer"));
   }
-  return std::make_unique<Buffer>(device, std::move(transfer.buffer));
+  spec.memory_kind = memory->kind();
+  auto transfer = engine_->BufferFromHost(device->core(), spec);
+  if (!transfer.ok()) {
+    device->Release(charged);
+    return transfer.status();
+  }
+  if (done_with_host_buffer != nullptr) {
+    *done_with_host_buffer = transfer->done_with_host_buffer ? std::make_unique<Event>(transfer->done_with_host_buffer)
+                                                             : Event::Completed();
+  }
+  return std::make_unique<Buffer>(device, std::move(transfer->buffer), charged);
 }
 
 StatusOr<std::unique_ptr<Buffer>> Client::CreateUninitializedBuffer(Device* device, PJRT_Buffer_Type type,
                                                                     const std::vector<int64_t>& dims) {
-  PN_ASSIGN_OR_RETURN(auto buffer, engine_->CreateUninitializedBuffer(device->core(), type, dims));
-  return std::make_unique<Buffer>(device, std::move(buffer));
+  int64_t charged = DenseSizeInBytes(type, dims);
+  PN_RETURN_IF_ERROR(device->Charge(charged, "an uninitialized buffer"));
+  auto buffer = engine_->CreateUninitializedBuffer(device->core(), type, dims);
+  if (!buffer.ok()) {
+    device->Release(charged);
+    return buffer.status();
+  }
+  return std::make_unique<Buffer>(device, std::move(buffer.value()), charged);
 }
 
-StatusOr<std::unique_ptr<Buffer>> Client::CopyToDevice(Buffer& source, Device* destination) {
+StatusOr<std::unique_ptr<Buffer>> Client::CopyToMemory(Buffer& source, Memory* destination) {
   PN_RETURN_IF_ERROR(source.CheckUsable());
-  PN_ASSIGN_OR_RETURN(auto copy, source.engine_buffer().CopyToCore(destination->core()));
-  return std::make_unique<Buffer>(destination, std::move(copy));
+  Device* device = destination->device();
+  int64_t charged = 0;
+  if (destination->is_hbm()) {
+    charged = DenseSizeInBytes(source.engine_buffer().element_type(), source.engine_buffer().dims());
+    PN_RETURN_IF_ERROR(device->Charge(charged, "a copy from " + source.memory()->to_string()));
+  }
+  auto copy = source.engine_buffer().CopyTo(device->core(), destination->kind());
+  if (!copy.ok()) {
+    device->Release(charged);
+    return copy.status();
+  }
+  return std::make_unique<Buffer>(device, std::move(copy.value()), charged);
 }
 
 StatusOr<std::unique_ptr<LoadedExecutable>> Client::Compile(const engine::Program& program,
@@ -234,13 +385,14 @@ StatusOr<std::unique_ptr<LoadedExecutable>> Client::Compile(const engine::Progra
   }
   if (program.code == nullptr || program.code_size == 0) return InvalidArgument("the program is empty");
   ReplicaLayout layout;
-  PN_ASSIGN_OR_RETURN(std::string normalized, NormalizeCompileOptions(options, &layout));
+  PN_ASSIGN_OR_RETURN(std::string normalized,
+                      NormalizeCompileOptions(options, [this](int64_t id) { return EngineIdOf(id); }, &layout));
   const size_t cores_needed = static_cast<size_t>(layout.num_replicas) * layout.num_partitions;
   if (cores_needed > devices_.size()) {
     return InvalidArgument("the program asks for " + std::to_string(layout.num_replicas) + " replicas x " +
                            std::to_string(layout.num_partitions) + " partitions = " + std::to_string(cores_needed) +
-                           " NeuronCores, but " + topology_->instance().name + " has " +
-                           std::to_string(devices_.size()));
+                           " NeuronCores, but this process has " + std::to_string(devices_.size()) + " (" +
+                           topology_->instance().name + ")");
   }
   auto compiled = engine_->Compile(program, normalized);
   if (!compiled.ok() && compiled.status().code() == ErrorCode::kUnknown) {
@@ -258,10 +410,16 @@ StatusOr<std::unique_ptr<LoadedExecutable>> Client::Deserialize(const std::strin
   std::string normalized;
   if (overridden_options != nullptr) {
     ReplicaLayout layout;
-    PN_ASSIGN_OR_RETURN(normalized, NormalizeCompileOptions(*overridden_options, &layout));
+    PN_ASSIGN_OR_RETURN(normalized, NormalizeCompileOptions(
+                                        *overridden_options, [this](int64_t id) { return EngineIdOf(id); }, &layout));
   }
-  PN_ASSIGN_OR_RETURN(auto executable, engine_->Deserialize(bytes, overridden_options ? &normalized : nullptr));
-  return Load(std::move(executable));
+  auto executable = engine_->Deserialize(bytes, overridden_options ? &normalized : nullptr);
+  if (!executable.ok() &&
+      (executable.status().code() == ErrorCode::kUnknown || executable.status().code() == ErrorCode::kInternal)) {
+    return InvalidArgument("the serialized executable could not be loaded: " + executable.status().message());
+  }
+  PN_RETURN_IF_ERROR(executable.status());
+  return Load(std::move(executable.value()));
 }
 
 StatusOr<std::unique_ptr<LoadedExecutable>> Client::Load(std::unique_ptr<engine::Executable> executable) {
@@ -275,8 +433,14 @@ StatusOr<std::unique_ptr<LoadedExecutable>> Client::Load(std::unique_ptr<engine:
   return std::make_unique<LoadedExecutable>(this, std::move(program));
 }
 
+void LoadedExecutable::Delete() {
+  deleted_ = true;
+  engine_executable().Delete();
+}
+
 StatusOr<ExecuteResult> LoadedExecutable::Execute(const std::vector<std::vector<Buffer*>>& args,
                                                   const engine::ExecuteOptions& options, Device* only_device) {
+  if (deleted_) return FailedPrecondition("the executable has been deleted (PJRT_LoadedExecutable_Delete)");
   const auto& devices = addressable_devices();
   if (only_device == nullptr && args.size() != devices.size()) {
     return InvalidArgument("the program runs on " + std::to_string(devices.size()) + " NeuronCore(s) but " +
@@ -286,6 +450,7 @@ StatusOr<ExecuteResult> LoadedExecutable::Execute(const std::vector<std::vector<
     return InvalidArgument("execute_device was given, so exactly one argument list is expected, got " +
                            std::to_string(args.size()));
   }
+  std::vector<Device*> targets;
   std::vector<std::vector<engine::Buffer*>> engine_args(args.size());
   for (size_t d = 0; d < args.size(); ++d) {
     if (d > 0 && args[d].size() != args[0].size()) {
@@ -293,6 +458,7 @@ StatusOr<ExecuteResult> LoadedExecutable::Execute(const std::vector<std::vector<
                              " buffers, list 0 has " + std::to_string(args[0].size()));
     }
     Device* expected = only_device != nullptr ? only_device : devices[d];
+    targets.push_back(expected);
     for (size_t i = 0; i < args[d].size(); ++i) {
       Buffer* b = args[d][i];
       if (b == nullptr || !b->valid()) return InvalidArgument("argument " + std::to_string(i) + " is not a live buffer");
@@ -309,16 +475,31 @@ StatusOr<ExecuteResult> LoadedExecutable::Execute(const std::vector<std::vector<
       engine_args[d].push_back(&b->engine_buffer());
     }
   }
+  // Outputs and temporaries must fit in each core's HBM before anything runs.
+  auto stats = engine_executable().MemoryStats();
+  int64_t transient = 0;
+  if (stats.ok()) {
+    transient = stats->temp_size_in_bytes + stats->output_size_in_bytes - stats->alias_size_in_bytes;
+    for (Device* target : targets) {
+      PN_RETURN_IF_ERROR(target->CheckFits(transient, "running '" + engine_executable().name() + "' (" +
+                                                          FormatBytes(stats->output_size_in_bytes) + " of outputs, " +
+                                                          FormatBytes(stats->temp_size_in_bytes) + " of temporaries)"));
+    }
+  }
   PN_ASSIGN_OR_RETURN(engine::ExecuteResult run,
                       engine_executable().Execute(engine_args, options,
                                                   only_device != nullptr ? only_device->core() : -1));
+  for (Device* target : targets) target->NotePeak(transient);
   for (const auto& list : args) {
     for (Buffer* b : list) b->IsDeleted();  // donated inputs stop counting against HBM
   }
   ExecuteResult result;
   for (auto& outputs : run.outputs) {
     std::vector<std::unique_ptr<Buffer>> wrapped;
-    for (auto& out : outputs) wrapped.push_back(client_->Adopt(std::move(out)));
+    for (auto& out : outputs) {
+      PN_ASSIGN_OR_RETURN(auto buffer, client_->Adopt(std::move(out)));
+      wrapped.push_back(std::move(buffer));
+    }
     result.outputs.push_back(std::move(wrapped));
   }
   for (auto& event : run.completions) result.completions.push_back(std::make_unique<Event>(std::move(event)));

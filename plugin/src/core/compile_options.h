@@ -1,8 +1,12 @@
-// Just enough of xla.CompileOptionsProto's wire format to check what callers send:
-// the XLA CPU engine aborts the process on a replica count of 0, which is what an
-// empty options message means.
+// Just enough of the protobuf wire format of xla.CompileOptionsProto to check and adjust
+// what callers send, without linking protobuf:
+// - the XLA CPU engine aborts the process on a replica count of 0, which is what an empty
+//   options message means, so unset counts become 1;
+// - device assignments name our device ids, which the engine numbers differently.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <string>
 
 #include "common/status.h"
@@ -14,10 +18,15 @@ struct ReplicaLayout {
   int num_partitions = 0;  // 0: not set
 };
 
-// Reads executable_build_options.num_replicas / num_partitions.
-StatusOr<ReplicaLayout> ReadReplicaLayout(const std::string& serialized_options);
+// Maps one device id to another, or fails naming the id.
+using DeviceIdMap = std::function<StatusOr<int64_t>(int64_t)>;
 
-// Returns the options with unset replica and partition counts set to 1.
-StatusOr<std::string> NormalizeCompileOptions(const std::string& serialized_options, ReplicaLayout* layout);
+// Returns the options with unset replica and partition counts set to 1 and every device id
+// (device_ordinal, device_assignment) passed through `to_engine_id`.
+StatusOr<std::string> NormalizeCompileOptions(const std::string& serialized_options, const DeviceIdMap& to_engine_id,
+                                              ReplicaLayout* layout);
+
+// Rewrites the ids in a serialized xla.DeviceAssignmentProto.
+StatusOr<std::string> MapDeviceAssignment(const std::string& serialized_assignment, const DeviceIdMap& map);
 
 }  // namespace pjrt_neuron::core

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "core/core_selection.h"
 #include "core/instance.h"
 #include "engine/engine.h"
 
@@ -33,6 +34,9 @@ class Tagged {
 
 struct ClientOptions {
   std::string instance_type = "trn1.2xlarge";
+  int logical_nc_config = 0;    // 0: the instance's default
+  std::string visible_cores;    // NEURON_RT_VISIBLE_CORES syntax; empty: not set
+  int num_cores = 0;            // NEURON_RT_NUM_CORES; 0: not set
   std::string engine_library_path;
   engine::Attributes engine_passthrough;
 };
@@ -56,6 +60,7 @@ class DeviceDescription : public Tagged<0x4e444453> {
 class Memory : public Tagged<0x4e4d454d> {
  public:
   Memory(int id, std::string kind, int kind_id, Device* device);
+  bool is_hbm() const { return kind_id_ == 0; }  // only HBM counts against the core's limit
   int id() const { return id_; }
   const std::string& kind() const { return kind_; }
   int kind_id() const { return kind_id_; }
@@ -84,6 +89,7 @@ struct MemoryStats {
 class Device : public Tagged<0x4e444556> {
  public:
   Device(Client* client, const DeviceDescription* description, int core, int64_t hbm_bytes);
+  Memory* memory_of_kind(const std::string& kind) const;
   Client* client() const { return client_; }
   const DeviceDescription& description() const { return *description_; }
   int id() const { return description_->id; }
@@ -92,7 +98,12 @@ class Device : public Tagged<0x4e444556> {
   Memory* default_memory() const { return memories_.front().get(); }
   const std::vector<Memory*>& memories() const { return memory_ptrs_; }
   MemoryStats memory_stats() const;
-  void Charge(int64_t bytes);
+  // Charges `bytes` of HBM, or fails with RESOURCE_EXHAUSTED saying what is in use.
+  Status Charge(int64_t bytes, const std::string& purpose);
+  // Checks that `bytes` more would fit, without charging them.
+  Status CheckFits(int64_t bytes, const std::string& purpose) const;
+  // Counts transient memory (an execution's temporaries) in the peak only.
+  void NotePeak(int64_t transient_bytes);
   void Release(int64_t bytes);
 
  private:
@@ -103,19 +114,21 @@ class Device : public Tagged<0x4e444556> {
   std::vector<Memory*> memory_ptrs_;
   mutable std::mutex stats_mutex_;
   MemoryStats stats_;
+  Status FitsLocked(int64_t bytes, const std::string& purpose) const;
 };
 
 class Topology : public Tagged<0x4e544f50> {
  public:
-  explicit Topology(const InstanceType& instance);
-  const InstanceType& instance() const { return instance_; }
+  explicit Topology(const InstanceShape& shape);
+  const InstanceShape& shape() const { return shape_; }
+  const InstanceType& instance() const { return *shape_.type; }
   const std::vector<std::unique_ptr<DeviceDescription>>& descriptions() const { return descriptions_; }
   const engine::Attributes& attributes() const { return attributes_; }
   mutable std::shared_ptr<const void> api_cache;  // the C API's view of `attributes`
   bool owned_by_client = false;
 
  private:
-  const InstanceType& instance_;
+  InstanceShape shape_;
   std::vector<std::unique_ptr<DeviceDescription>> descriptions_;
   engine::Attributes attributes_;
 };
@@ -134,10 +147,11 @@ class Event : public Tagged<0x4e455654> {
 
 class Buffer : public Tagged<0x4e425546> {
  public:
-  Buffer(Device* device, std::unique_ptr<engine::Buffer> buffer);
+  // Takes over an engine buffer whose HBM the caller has already charged (`charged_bytes`).
+  Buffer(Device* device, std::unique_ptr<engine::Buffer> buffer, int64_t charged_bytes);
   ~Buffer();
   Device* device() const { return device_; }
-  Memory* memory() const { return device_->default_memory(); }
+  Memory* memory() const { return memory_; }
   engine::Buffer& engine_buffer() { return *buffer_; }
   // The engine frees donated inputs itself; this keeps the HBM accounting in step.
   bool IsDeleted();
@@ -148,6 +162,7 @@ class Buffer : public Tagged<0x4e425546> {
  private:
   void ReleaseCharge();
   Device* device_;
+  Memory* memory_;
   std::unique_ptr<engine::Buffer> buffer_;
   std::atomic<int64_t> charged_bytes_{0};
 };
@@ -170,6 +185,10 @@ class Executable : public Tagged<0x4e455845> {
   std::shared_ptr<CompiledProgram> program_;
 };
 
+// Dense size of an array: what a buffer of this shape takes in HBM (sub-byte types rounded up).
+int64_t DenseSizeInBytes(PJRT_Buffer_Type type, const std::vector<int64_t>& dims);
+std::string FormatBytes(int64_t bytes);
+
 struct ExecuteResult {
   std::vector<std::vector<std::unique_ptr<Buffer>>> outputs;
   std::vector<std::unique_ptr<Event>> completions;
@@ -186,10 +205,14 @@ class LoadedExecutable : public Tagged<0x4e4c4558> {
   // args[d][i]; `only_device` runs a single-device program on that device.
   StatusOr<ExecuteResult> Execute(const std::vector<std::vector<Buffer*>>& args,
                                   const engine::ExecuteOptions& options, Device* only_device);
+  // After Delete only IsDeleted and destruction are allowed; the engine may not track it.
+  void Delete();
+  bool IsDeleted() const { return deleted_; }
 
  private:
   Client* client_;
   std::shared_ptr<CompiledProgram> program_;
+  std::atomic<bool> deleted_{false};
 };
 
 class Client : public Tagged<0x4e434c49> {
@@ -209,16 +232,20 @@ class Client : public Tagged<0x4e434c49> {
   engine::Engine& engine() { return *engine_; }
   bool Owns(const Device* device) const { return device != nullptr && device->client() == this; }
 
-  StatusOr<std::unique_ptr<Buffer>> BufferFromHost(Device* device, const engine::HostBufferSpec& spec,
+  StatusOr<std::unique_ptr<Buffer>> BufferFromHost(Memory* memory, engine::HostBufferSpec spec,
                                                    std::unique_ptr<Event>* done_with_host_buffer);
   StatusOr<std::unique_ptr<Buffer>> CreateUninitializedBuffer(Device* device, PJRT_Buffer_Type type,
                                                               const std::vector<int64_t>& dims);
-  StatusOr<std::unique_ptr<Buffer>> CopyToDevice(Buffer& source, Device* destination);
+  StatusOr<std::unique_ptr<Buffer>> CopyToMemory(Buffer& source, Memory* destination);
   StatusOr<std::unique_ptr<LoadedExecutable>> Compile(const engine::Program& program, const std::string& options);
   StatusOr<std::unique_ptr<LoadedExecutable>> Deserialize(const std::string& bytes,
                                                           const std::string* overridden_options);
-  // Wraps an engine buffer the engine produced on one of our cores.
-  std::unique_ptr<Buffer> Adopt(std::unique_ptr<engine::Buffer> buffer);
+  // Wraps (and charges) an engine buffer the engine produced on one of our cores.
+  StatusOr<std::unique_ptr<Buffer>> Adopt(std::unique_ptr<engine::Buffer> buffer);
+  // Our device ids <-> the engine's core numbering, for programs' device assignments.
+  StatusOr<int64_t> EngineIdOf(int64_t device_id) const;
+  StatusOr<int64_t> DeviceIdOf(int64_t engine_core) const;
+  const std::vector<int>& physical_cores() const { return lease_->cores(); }
 
  private:
   Client() = default;
@@ -226,6 +253,7 @@ class Client : public Tagged<0x4e434c49> {
 
   std::string platform_name_ = "neuron";
   std::string platform_version_;
+  std::shared_ptr<CoreLease> lease_;
   std::unique_ptr<Topology> topology_;
   std::unique_ptr<engine::Engine> engine_;
   std::vector<std::unique_ptr<Device>> devices_;

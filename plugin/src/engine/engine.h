@@ -38,6 +38,7 @@ class Buffer {
  public:
   virtual ~Buffer() = default;
   virtual int core() = 0;
+  virtual const std::string& memory_kind() = 0;  // "device" or "pinned_host"
   virtual PJRT_Buffer_Type element_type() = 0;
   virtual const std::vector<int64_t>& dims() = 0;
   virtual StatusOr<size_t> OnDeviceSizeInBytes() = 0;
@@ -45,7 +46,7 @@ class Buffer {
   virtual StatusOr<EventRef> ToHost(void* dst, size_t dst_size, const PJRT_Buffer_MemoryLayout* host_layout,
                                     size_t* required_size) = 0;
   virtual StatusOr<EventRef> CopyRawToHost(void* dst, int64_t offset, int64_t size) = 0;
-  virtual StatusOr<std::unique_ptr<Buffer>> CopyToCore(int core) = 0;
+  virtual StatusOr<std::unique_ptr<Buffer>> CopyTo(int core, const std::string& memory_kind) = 0;
   virtual StatusOr<EventRef> ReadyEvent() = 0;
   // Fills `layout` (whose lifetime is the buffer's) with the device layout.
   virtual Status GetMemoryLayout(PJRT_Buffer_MemoryLayout* layout) = 0;
@@ -67,6 +68,7 @@ struct HostBufferSpec {
   size_t num_byte_strides = 0;
   PJRT_HostBufferSemantics semantics = PJRT_HostBufferSemantics_kImmutableOnlyDuringCall;
   PJRT_Buffer_MemoryLayout* device_layout = nullptr;
+  std::string memory_kind = "device";
 };
 
 struct TransferResult {
@@ -149,6 +151,7 @@ class Engine {
   virtual ~Engine() = default;
   virtual std::string description() = 0;   // for the platform version string
   virtual int num_cores() = 0;
+  static constexpr const char* kMemoryKinds[] = {"device", "pinned_host"};
   virtual StatusOr<TransferResult> BufferFromHost(int core, const HostBufferSpec& spec) = 0;
   virtual StatusOr<std::unique_ptr<Buffer>> CreateUninitializedBuffer(int core, PJRT_Buffer_Type type,
                                                                       const std::vector<int64_t>& dims) = 0;

@@ -32,6 +32,11 @@ Status TakeError(const PJRT_Api* api, PJRT_Error* error) {
   PJRT_Error* code_error = api->PJRT_Error_GetCode(&code);
   ErrorCode status_code = code_error == nullptr ? static_cast<ErrorCode>(code.code) : ErrorCode::kUnknown;
   std::string text(message.message, message.message_size);
+  // The engine names its own PJRT function; ours already leads the message.
+  if (text.rfind("PJRT_", 0) == 0) {
+    size_t colon = text.find(": ");
+    if (colon != std::string::npos && text.find(' ') > colon) text.erase(0, colon + 2);
+  }
   INNER_ARGS(PJRT_Error_Destroy_Args, destroy);
   destroy.error = error;
   api->PJRT_Error_Destroy(&destroy);
@@ -167,6 +172,7 @@ class SimBuffer : public Buffer {
   }
   PJRT_Buffer* inner() { return buffer_; }
   int core() override;
+  const std::string& memory_kind() override;
   PJRT_Buffer_Type element_type() override { return type_; }
   const std::vector<int64_t>& dims() override { return dims_; }
 
@@ -199,7 +205,7 @@ class SimBuffer : public Buffer {
     return WrapEvent(api_, args.event);
   }
 
-  StatusOr<std::unique_ptr<Buffer>> CopyToCore(int core) override;
+  StatusOr<std::unique_ptr<Buffer>> CopyTo(int core, const std::string& memory_kind) override;
 
   StatusOr<EventRef> ReadyEvent() override {
     INNER_ARGS(PJRT_Buffer_ReadyEvent_Args, args);
@@ -276,6 +282,7 @@ class SimBuffer : public Buffer {
   PJRT_Buffer_Type type_ = PJRT_Buffer_Type_INVALID;
   std::vector<int64_t> dims_;
   int core_ = -1;
+  std::string memory_kind_;
 };
 
 class SimExecutable : public Executable {
@@ -445,6 +452,16 @@ class SimEngine : public Engine {
                       " devices, expected " + std::to_string(options.num_cores));
     }
     devices_.assign(devices.addressable_devices, devices.addressable_devices + devices.num_addressable_devices);
+    for (PJRT_Device* device : devices_) {
+      INNER_ARGS(PJRT_Device_AddressableMemories_Args, memories);
+      memories.device = device;
+      PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Device_AddressableMemories(&memories)));
+      std::vector<std::pair<std::string, PJRT_Memory*>> by_kind;
+      for (size_t i = 0; i < memories.num_memories; ++i) {
+        by_kind.emplace_back(MemoryKind(memories.memories[i]), memories.memories[i]);
+      }
+      memories_.push_back(std::move(by_kind));
+    }
     version_ = std::to_string(api_->pjrt_api_version.major_version) + "." +
                std::to_string(api_->pjrt_api_version.minor_version);
     return Status::Ok();
@@ -452,6 +469,18 @@ class SimEngine : public Engine {
 
   const PJRT_Api* api() { return api_; }
   PJRT_Device* device(int core) { return devices_.at(core); }
+  StatusOr<PJRT_Memory*> memory(int core, const std::string& kind) {
+    for (const auto& [memory_kind, memory] : memories_.at(core)) {
+      if (memory_kind == kind) return memory;
+    }
+    return InvalidArgument("the engine has no '" + kind + "' memory on core " + std::to_string(core));
+  }
+  std::string MemoryKind(PJRT_Memory* memory) {
+    INNER_ARGS(PJRT_Memory_Kind_Args, args);
+    args.memory = memory;
+    if (!TakeError(api_, api_->PJRT_Memory_Kind(&args)).ok()) return "device";
+    return std::string(args.kind, args.kind_size);
+  }
   int CoreOf(PJRT_Device* device) {
     for (size_t i = 0; i < devices_.size(); ++i) {
       if (devices_[i] == device) return static_cast<int>(i);
@@ -473,7 +502,7 @@ class SimEngine : public Engine {
     args.byte_strides = spec.byte_strides;
     args.num_byte_strides = spec.num_byte_strides;
     args.host_buffer_semantics = spec.semantics;
-    args.device = device(core);
+    PN_ASSIGN_OR_RETURN(args.memory, memory(core, spec.memory_kind));
     args.device_layout = spec.device_layout;
     PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Client_BufferFromHostBuffer(&args)));
     TransferResult result;
@@ -547,6 +576,7 @@ class SimEngine : public Engine {
   const PJRT_Api* api_ = nullptr;
   PJRT_Client* client_ = nullptr;
   std::vector<PJRT_Device*> devices_;
+  std::vector<std::vector<std::pair<std::string, PJRT_Memory*>>> memories_;  // [core] -> (kind, memory)
   std::string version_;
 };
 
@@ -568,11 +598,20 @@ int SimBuffer::core() {
   return core_;
 }
 
-StatusOr<std::unique_ptr<Buffer>> SimBuffer::CopyToCore(int core) {
-  INNER_ARGS(PJRT_Buffer_CopyToDevice_Args, args);
+const std::string& SimBuffer::memory_kind() {
+  if (memory_kind_.empty()) {
+    INNER_ARGS(PJRT_Buffer_Memory_Args, args);
+    args.buffer = buffer_;
+    memory_kind_ = TakeError(api_, api_->PJRT_Buffer_Memory(&args)).ok() ? engine_->MemoryKind(args.memory) : "device";
+  }
+  return memory_kind_;
+}
+
+StatusOr<std::unique_ptr<Buffer>> SimBuffer::CopyTo(int core, const std::string& memory_kind) {
+  INNER_ARGS(PJRT_Buffer_CopyToMemory_Args, args);
   args.buffer = buffer_;
-  args.dst_device = engine_->device(core);
-  PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Buffer_CopyToDevice(&args)));
+  PN_ASSIGN_OR_RETURN(args.dst_memory, engine_->memory(core, memory_kind));
+  PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Buffer_CopyToMemory(&args)));
   return engine_->Wrap(args.dst_buffer);
 }
 

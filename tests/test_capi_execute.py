@@ -1,0 +1,430 @@
+"""PJRT C API: compiling and executing on simulated NeuronCores.
+
+Results are checked against numpy and, bit for bit, against the stock XLA CPU
+plugin running the same program on the same inputs.
+"""
+
+import contextlib
+import ctypes
+
+import numpy as np
+import pytest
+
+import pjrt_capi as P
+
+INVALID = P.ErrorCode.INVALID_ARGUMENT
+
+# Several arguments, several outputs (a tuple result), mixed element types.
+MULTI = """
+func.func @main(%a: tensor<2x3xf32>, %b: tensor<2x3xf32>, %k: tensor<i32>)
+    -> (tensor<2x3xf32>, tensor<3x2xf32>, tensor<i32>) {
+  %0 = stablehlo.multiply %a, %b : tensor<2x3xf32>
+  %1 = stablehlo.transpose %a, dims = [1, 0] : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  %2 = stablehlo.add %k, %k : tensor<i32>
+  return %0, %1, %2 : tensor<2x3xf32>, tensor<3x2xf32>, tensor<i32>
+}"""
+
+DOUBLE = """
+func.func @main(%a: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = stablehlo.add %a, %a : tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}"""
+
+# The argument may be reused for the result (what jax's donate_argnums emits).
+DONATING = """
+func.func @main(%a: tensor<2x3xf32> {tf.aliasing_output = 0 : i32}) -> tensor<2x3xf32> {
+  %0 = stablehlo.add %a, %a : tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}"""
+
+# Each replica adds its replica id, so the two cores give different answers.
+PER_REPLICA = """
+func.func @main(%a: tensor<2xf32>) -> tensor<2xf32> {
+  %r = stablehlo.replica_id : tensor<ui32>
+  %f = stablehlo.convert %r : (tensor<ui32>) -> tensor<f32>
+  %b = stablehlo.broadcast_in_dim %f, dims = [] : (tensor<f32>) -> tensor<2xf32>
+  %s = stablehlo.add %a, %b : tensor<2xf32>
+  return %s : tensor<2xf32>
+}"""
+
+A = np.arange(6, dtype=np.float32).reshape(2, 3) - 2.5
+B = np.linspace(-1, 3, 6, dtype=np.float32).reshape(2, 3)
+K = np.array(21, np.int32)
+
+
+@contextlib.contextmanager
+def pjrt_error(code, *fragments):
+    """Expect a PjrtError with `code` whose message contains every fragment."""
+    with pytest.raises(P.PjrtError) as info:
+        yield info
+    err = info.value
+    assert err.code == code, f"got {err.code_name}: {err.message}"
+    for fragment in fragments:
+        assert fragment in err.message, f"{fragment!r} not in {err.message!r}"
+
+
+@pytest.fixture(scope="module")
+def cpu_api():
+    return P.Api(P.cpu_plugin_path())
+
+
+@pytest.fixture
+def cpu_client(cpu_api):
+    """The stock XLA CPU plugin with two devices, as reference."""
+    c = P.Client(cpu_api, {"cpu_device_count": 2})
+    yield c
+    c.close()
+
+
+def _run(client, code, inputs, fmt="mlir", **kwargs):
+    executable = client.compile(code, fmt)
+    buffers = [client.buffer_from_numpy(x) for x in inputs]
+    (outputs,) = executable.execute(buffers, **kwargs)
+    return [o.to_numpy() for o in outputs]
+
+
+def _same_bits(got, want):
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_array_equal(np.atleast_1d(g).view(np.uint8), np.atleast_1d(w).view(np.uint8))
+
+
+def _check_multi(outputs):
+    np.testing.assert_array_equal(outputs[0], A * B)
+    np.testing.assert_array_equal(outputs[1], A.T)
+    assert outputs[2] == 42 and outputs[2].dtype == np.int32
+
+
+def _raw_execute(api, executable, buffers, *, options=None, struct_size=None,
+                 execute_device=None):
+    """PJRT_LoadedExecutable_Execute on one device with hand-made args; returns
+    (output Buffers, completion Event)."""
+    client = executable.client
+    n_out = executable.num_outputs
+    args = (ctypes.c_void_p * max(len(buffers), 1))(*[b.ptr for b in buffers])
+    arg_lists = (ctypes.c_void_p * 1)(ctypes.addressof(args))
+    outs = (ctypes.c_void_p * n_out)()
+    out_lists = (ctypes.c_void_p * 1)(ctypes.addressof(outs))
+    events = (ctypes.c_void_p * 1)()
+    api.call("PJRT_LoadedExecutable_Execute", struct_size=struct_size, executable=executable,
+             options=options, argument_lists=arg_lists, num_devices=1, num_args=len(buffers),
+             output_lists=out_lists, device_complete_events=events,
+             execute_device=execute_device)
+    event = P.Event(api, events[0], client) if events[0] else None
+    return [P.Buffer(client, p) for p in outs], event
+
+
+# --------------------------------------------------------------------------
+# Results
+# --------------------------------------------------------------------------
+
+def test_multi_argument_multi_output_program_matches_numpy(client):
+    _check_multi(_run(client, MULTI, [A, B, K]))
+
+
+def test_multi_output_program_matches_stock_cpu_plugin(client, cpu_client):
+    _same_bits(_run(client, MULTI, [A, B, K]), _run(cpu_client, MULTI, [A, B, K]))
+
+
+def test_outputs_live_on_the_executing_core_and_are_charged(client):
+    executable = client.compile(MULTI)
+    inputs = [client.buffer_from_numpy(x) for x in (A, B, K)]
+    (outputs,) = executable.execute(inputs)
+    assert [o.device.id for o in outputs] == [0, 0, 0]
+    assert [o.element_type for o in outputs] == [P.BufferType.F32, P.BufferType.F32,
+                                                 P.BufferType.S32]
+    # Inputs 24 + 24 + 4, outputs 24 + 24 + 4 bytes.
+    assert client.devices()[0].memory_stats()["bytes_in_use"] == 104
+
+
+def test_portable_executable_runs_on_device_1_via_execute_device(client, cpu_client):
+    opts = P.compile_options_proto(compile_portable_executable=True)
+    executable = client.compile(MULTI, compile_options=opts)
+    d1 = client.devices()[1]
+    buffers = [client.buffer_from_numpy(x, device=d1) for x in (A, B, K)]
+    (outputs,) = executable.execute(buffers, execute_device=d1)
+    assert [o.device.id for o in outputs] == [1, 1, 1]
+    _check_multi([o.to_numpy() for o in outputs])
+    assert client.devices()[0].memory_stats()["bytes_in_use"] == 0
+
+
+def test_two_replicas_run_one_per_core(client):
+    executable = client.compile(PER_REPLICA, compile_options=P.compile_options_proto(num_replicas=2))
+    assert [d.id for d in executable.addressable_devices] == [0, 1]
+    x = np.array([1.0, 2.0], np.float32)
+    lists = [[client.buffer_from_numpy(x, device=d)] for d in client.devices()]
+    results = executable.execute(lists)
+    assert [row[0].device.id for row in results] == [0, 1]
+    np.testing.assert_array_equal(results[0][0].to_numpy(), x)
+    np.testing.assert_array_equal(results[1][0].to_numpy(), x + 1)
+
+
+def test_async_execute_completion_event_and_ready_outputs(client):
+    executable = client.compile(DOUBLE)
+    outputs, events = executable.execute_async([client.buffer_from_numpy(A)])
+    (event,) = events
+    event.await_()
+    assert event.is_ready and event.error() is None
+    event.destroy()
+    ready = outputs[0][0].ready_event()
+    ready.await_()
+    ready.destroy()
+    np.testing.assert_array_equal(outputs[0][0].to_numpy(), A + A)
+
+
+# --------------------------------------------------------------------------
+# Executable properties
+# --------------------------------------------------------------------------
+
+def test_executable_describes_its_outputs(client, cpu_client):
+    loaded = client.compile(MULTI)
+    with loaded.get_executable() as ex:
+        assert ex.name == "main"
+        assert ex.num_outputs == 3
+        assert (ex.num_replicas, ex.num_partitions) == (1, 1)
+        assert ex.output_element_types == [P.BufferType.F32, P.BufferType.F32, P.BufferType.S32]
+        assert ex.output_dimensions == [(2, 3), (3, 2), ()]
+        assert ex.output_memory_kinds == ["device", "device", "device"]
+    assert [d.id for d in loaded.addressable_devices] == [0]
+
+
+def test_fingerprint_is_non_empty_and_stable(client):
+    first, second = client.compile(MULTI), client.compile(MULTI)
+    other = client.compile(DOUBLE)
+    with first.get_executable() as ex:
+        fingerprint = ex.fingerprint
+    assert fingerprint
+    assert first.fingerprint == fingerprint  # loaded and unloaded views agree
+    assert second.fingerprint == fingerprint
+    assert other.fingerprint != fingerprint
+
+
+def test_cost_analysis_reports_flops_like_the_engine(client, cpu_client):
+    with client.compile(MULTI).get_executable() as ex:
+        costs = ex.cost_analysis()
+    # 6 multiplies and one scalar add.
+    assert costs["flops"] == 7.0
+    stock_loaded = cpu_client.compile(MULTI)
+    with stock_loaded.get_executable() as stock:
+        assert costs == stock.cost_analysis()
+
+
+def test_compiled_memory_stats_match_the_engine(client, cpu_client):
+    with client.compile(MULTI).get_executable() as ex:
+        stats = ex.compiled_memory_stats()
+    assert stats["argument_size_in_bytes"] == 24 + 24 + 4
+    stock_loaded = cpu_client.compile(MULTI)
+    with stock_loaded.get_executable() as stock:
+        assert stats == stock.compiled_memory_stats()
+
+
+def test_executable_outlives_its_loaded_executable(client):
+    loaded = client.compile(DOUBLE)
+    ex = loaded.get_executable()
+    loaded.destroy()
+    assert ex.name == "main"
+    assert ex.serialize()
+    ex.destroy()
+
+
+# --------------------------------------------------------------------------
+# Serialization
+# --------------------------------------------------------------------------
+
+def test_serialize_deserialize_and_load_gives_the_same_results(client):
+    loaded = client.compile(MULTI)
+    with loaded.get_executable() as ex:
+        data = ex.serialize()
+        fingerprint = ex.fingerprint
+    assert data
+    reloaded = client.deserialize_and_load(data)
+    with reloaded.get_executable() as ex2:
+        assert ex2.num_outputs == 3
+        assert ex2.output_dimensions == [(2, 3), (3, 2), ()]
+        assert ex2.fingerprint == fingerprint
+    buffers = [client.buffer_from_numpy(x) for x in (A, B, K)]
+    (fresh,) = loaded.execute(buffers)
+    (again,) = reloaded.execute(buffers)
+    _same_bits([o.to_numpy() for o in again], [o.to_numpy() for o in fresh])
+    _check_multi([o.to_numpy() for o in again])
+
+
+def test_deserialized_executable_loads_into_another_client(plugin_api, client):
+    with client.compile(DOUBLE).get_executable() as ex:
+        data = ex.serialize()
+    with P.Client(plugin_api) as other:
+        reloaded = other.deserialize_and_load(data)
+        (out,) = reloaded.execute([other.buffer_from_numpy(A)])
+        np.testing.assert_array_equal(out[0].to_numpy(), A + A)
+
+
+# --------------------------------------------------------------------------
+# HLO programs (serialized HloModuleProto from jax)
+# --------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def hlo_proto():
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    spec = jax.ShapeDtypeStruct((2, 3), np.float32)
+
+    def f(a, b):
+        return jnp.sin(a) * b + 1.0, (a @ b.T).sum()
+
+    lowered = jax.jit(f).trace(spec, spec).lower(lowering_platforms=("cpu",))
+    return lowered.compiler_ir("hlo").as_serialized_hlo_module_proto()
+
+
+def test_hlo_program_matches_numpy_and_stock_cpu_plugin(client, cpu_client, hlo_proto):
+    got = _run(client, hlo_proto, [A, B], fmt="hlo")
+    np.testing.assert_allclose(got[0], np.sin(A) * B + 1.0, rtol=1e-6)
+    np.testing.assert_allclose(got[1], (A @ B.T).sum(), rtol=1e-5)
+    _same_bits(got, _run(cpu_client, hlo_proto, [A, B], fmt="hlo"))
+
+
+# --------------------------------------------------------------------------
+# Donation
+# --------------------------------------------------------------------------
+
+def test_donated_input_is_deleted_after_execute(client):
+    executable = client.compile(DONATING)
+    x = client.buffer_from_numpy(A)
+    (out,) = executable.execute([x])
+    np.testing.assert_array_equal(out[0].to_numpy(), A + A)
+    assert x.is_deleted
+    # Only the output is left on the core.
+    assert client.devices()[0].memory_stats()["bytes_in_use"] == 24
+
+
+def test_non_donatable_input_stays_alive(client):
+    executable = client.compile(DONATING)
+    x = client.buffer_from_numpy(A)
+    (out,) = executable.execute([x], non_donatable=[0])
+    np.testing.assert_array_equal(out[0].to_numpy(), A + A)
+    assert not x.is_deleted
+    np.testing.assert_array_equal(x.to_numpy(), A)
+
+
+def test_jax_donate_argnums_program_donates(client):
+    jax = pytest.importorskip("jax")
+    spec = jax.ShapeDtypeStruct((2, 3), np.float32)
+    text = jax.jit(lambda a: a * 2.0 + 1.0, donate_argnums=0).trace(spec).lower(
+        lowering_platforms=("cpu",)).as_text()
+    assert "tf.aliasing_output" in text or "jax.buffer_donor" in text
+    executable = client.compile(text)
+    x = client.buffer_from_numpy(A)
+    (out,) = executable.execute([x])
+    np.testing.assert_array_equal(out[0].to_numpy(), A * 2 + 1)
+    assert x.is_deleted
+
+
+# --------------------------------------------------------------------------
+# Older callers (shorter structs)
+# --------------------------------------------------------------------------
+
+TORCH_XLA_29_EXECUTE_OPTIONS_SIZE = 80  # PJRT_ExecuteOptions up to `context`
+
+
+def test_old_execute_options_size_works_and_gives_the_same_result(client):
+    assert P.STRUCT_SIZES["PJRT_ExecuteOptions"] > TORCH_XLA_29_EXECUTE_OPTIONS_SIZE
+    executable = client.compile(MULTI)
+    buffers = [client.buffer_from_numpy(x) for x in (A, B, K)]
+    (new,) = executable.execute(buffers)
+    (old,) = executable.execute(buffers, options_struct_size=TORCH_XLA_29_EXECUTE_OPTIONS_SIZE)
+    _same_bits([o.to_numpy() for o in old], [o.to_numpy() for o in new])
+    _check_multi([o.to_numpy() for o in old])
+
+
+def test_stock_cpu_plugin_rejects_old_execute_options_size(cpu_client):
+    # Why the plugin matters for torch-xla 2.9: the stock plugin refuses it.
+    executable = cpu_client.compile(MULTI)
+    buffers = [cpu_client.buffer_from_numpy(x) for x in (A, B, K)]
+    with pjrt_error(INVALID, "Unexpected PJRT_ExecuteOptions size: expected 112, got 80"):
+        executable.execute(buffers, options_struct_size=TORCH_XLA_29_EXECUTE_OPTIONS_SIZE)
+
+
+def test_old_execute_options_fields_past_its_size_are_ignored(plugin_api, client):
+    # An old caller's struct ends at 80 bytes; whatever follows is not its data.
+    executable = client.compile(DOUBLE)
+    opts = P.PJRT_ExecuteOptions()
+    opts.struct_size = TORCH_XLA_29_EXECUTE_OPTIONS_SIZE
+    junk_ids = (ctypes.c_int * 3)(99, 98, 97)
+    junk_incarnations = (ctypes.c_int64 * 3)(-1, -2, -3)
+    location = ctypes.create_string_buffer(b"not from this caller")
+    opts.call_location = ctypes.addressof(location)
+    opts.num_tasks = 3
+    opts.task_ids = ctypes.addressof(junk_ids)
+    opts.incarnation_ids = ctypes.addressof(junk_incarnations)
+    outputs, event = _raw_execute(plugin_api, executable, [client.buffer_from_numpy(A)],
+                                  options=opts)
+    event.await_()
+    event.destroy()
+    np.testing.assert_array_equal(outputs[0].to_numpy(), A + A)
+
+
+def test_old_execute_args_without_execute_device(plugin_api, client):
+    # Execute_Args from before `execute_device`: the field's bytes must be ignored,
+    # so the program runs where it was compiled (core 0), not on device 1.
+    executable = client.compile(DOUBLE)
+    old_size = P.PJRT_LoadedExecutable_Execute_Args.execute_device.offset
+    outputs, event = _raw_execute(plugin_api, executable, [client.buffer_from_numpy(A)],
+                                  struct_size=old_size, execute_device=client.devices()[1])
+    event.await_()
+    event.destroy()
+    assert outputs[0].device.id == 0
+    np.testing.assert_array_equal(outputs[0].to_numpy(), A + A)
+
+
+def test_old_deserialize_args_without_overridden_options(plugin_api, client):
+    with client.compile(DOUBLE).get_executable() as ex:
+        data = ex.serialize()
+    old_size = P.PJRT_Executable_DeserializeAndLoad_Args.overridden_serialized_compile_options.offset
+    junk = b"\xff\xff\xff"  # would be refused if it were read
+    a = plugin_api.call("PJRT_Executable_DeserializeAndLoad", struct_size=old_size, client=client,
+                        serialized_executable=data, serialized_executable_size=len(data),
+                        overridden_serialized_compile_options=junk,
+                        overridden_serialized_compile_options_size=len(junk))
+    loaded = P.LoadedExecutable(client, a.loaded_executable)
+    (out,) = loaded.execute([client.buffer_from_numpy(A)])
+    np.testing.assert_array_equal(out[0].to_numpy(), A + A)
+
+
+def test_old_compiled_memory_stats_args_without_host_fields(plugin_api, client):
+    cls = P.PJRT_Executable_GetCompiledMemoryStats_Args
+    with client.compile(MULTI).get_executable() as ex:
+        args = cls()
+        ctypes.memset(ctypes.addressof(args), 0x5A, ctypes.sizeof(args))
+        args.struct_size = cls.host_generated_code_size_in_bytes.offset
+        args.extension_start = None
+        args.executable = ex.ptr
+        plugin_api.call_args("PJRT_Executable_GetCompiledMemoryStats", args)
+    assert args.argument_size_in_bytes == 52
+    tail = ctypes.string_at(ctypes.addressof(args) + args.struct_size,
+                            ctypes.sizeof(cls) - args.struct_size)
+    assert tail == b"\x5a" * len(tail)
+
+
+# --------------------------------------------------------------------------
+# Loaded executable lifetime
+# --------------------------------------------------------------------------
+
+def test_loaded_executable_is_deleted_after_delete(client):
+    # pjrt_c_api.h: IsDeleted is true iff PJRT_LoadedExecutable_Delete was called.
+    executable = client.compile(DOUBLE)
+    assert not executable.is_deleted
+    executable.delete()
+    assert executable.is_deleted
+
+
+def test_execute_after_delete_is_refused(client):
+    # pjrt_c_api.h: after Delete only IsDeleted and Destroy may be used.
+    executable = client.compile(DOUBLE)
+    x = client.buffer_from_numpy(A)
+    executable.delete()
+    with pytest.raises(P.PjrtError) as info:
+        executable.execute([x])
+    err = info.value
+    assert err.code in (INVALID, P.ErrorCode.FAILED_PRECONDITION), err
+    assert "PJRT_LoadedExecutable_Execute" in err.message and "deleted" in err.message
+    np.testing.assert_array_equal(x.to_numpy(), A)

@@ -1,0 +1,362 @@
+"""torch-xla on simulated NeuronCores, compared with torch-xla's own CPU device.
+
+torch-xla picks its device type once per process, so every check runs a script in a
+subprocess (tests/torch_scripts/, or an example) and reads the JSON or text it prints.
+Importing torch_xla takes many seconds, so related checks share one script, and the
+subprocesses the selected tests need are started together up front on a small pool.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SCRIPTS = REPO / "tests" / "torch_scripts"
+EXAMPLES = REPO / "examples"
+CLI = Path(sys.executable).with_name("pjrt-neuron")
+
+GIB = 1 << 30
+MIB = 1 << 20
+OUR_PLUGIN = "pjrt_neuron.torch_plugin.NeuronPlugin"
+AWS_PLUGIN = "torch_xla._internal.neuron.NeuronPlugin"
+TORCH_EXAMPLE_EPOCHS = 10  # the default 20 take ~30 s here; 10 still reach ~0.97
+TIMEOUT = 420
+
+# Settings that would change what a subprocess does if inherited from the caller.
+_SCRUBBED = (
+    "PJRT_DEVICE", "CPU_NUM_DEVICES", "XLA_REGISTER_INSTALLED_PLUGINS", "NEURON_LIBRARY_PATH",
+    "PJRT_NEURON_TORCH_PLUGIN", "PJRT_NEURON_INSTANCE_TYPE",
+    "NEURON_RT_VISIBLE_CORES", "NEURON_RT_NUM_CORES", "JAX_PLATFORMS", "PJRT_DYNAMIC_PLUGINS",
+    "XLA_USE_SPMD", "XLA_USE_32BIT_LONG", "XLA_USE_BF16", "XLA_DOWNCAST_BF16",
+)
+
+
+def _cli(what: str) -> str:
+    """`pjrt-neuron library-path` / `engine-path`, as a user would run them."""
+    argv = [str(CLI)] if CLI.exists() else [sys.executable, "-m", "pjrt_neuron"]
+    return subprocess.run([*argv, what], check=True, capture_output=True, text=True).stdout.strip()
+
+
+@dataclass
+class Job:
+    argv: list
+    env: dict
+
+
+def _env(**settings) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    # Jobs run side by side, each on its own simulated instance: NeuronCores are exclusive.
+    env["PJRT_NEURON_LOCK_DIR"] = tempfile.mkdtemp(prefix="pjrt-neuron-locks-")
+    env.update({k: v for k, v in settings.items() if v is not None})
+    return env
+
+
+def _script(name: str, *args) -> list:
+    return [sys.executable, str(SCRIPTS / name), *args]
+
+
+def _jobs() -> dict:
+    torch_example = [sys.executable, str(EXAMPLES / "train_digits_torch.py"),
+                     "--epochs", str(TORCH_EXAMPLE_EPOCHS)]
+    jax_example = [sys.executable, str(EXAMPLES / "train_digits_jax.py")]
+    return {
+        # Longest first, so the pool finishes sooner.
+        "torch_example_neuron": Job(torch_example, _env(PJRT_DEVICE="NEURON")),
+        "torch_example_cpu": Job(torch_example, _env(PJRT_DEVICE="CPU", CPU_NUM_DEVICES="1")),
+        "neuron_runtime": Job(_script("neuron_runtime.py"), _env(PJRT_DEVICE="NEURON")),
+        # The CPU reference also checks that PJRT_NEURON_TORCH_PLUGIN=aws hands the NEURON
+        # slot to AWS's plugin through torch-xla's own entry-point registration.
+        "train_cpu_aws_choice": Job(_script("train_mlp.py"),
+                                    _env(PJRT_DEVICE="CPU", CPU_NUM_DEVICES="1",
+                                         PJRT_NEURON_TORCH_PLUGIN="aws")),
+        "builtin_loader": Job(_script("builtin_loader.py"),
+                              _env(XLA_REGISTER_INSTALLED_PLUGINS="0", PJRT_DEVICE="NEURON",
+                                   NEURON_LIBRARY_PATH=_cli("library-path"),
+                                   PJRT_NEURON_ENGINE_LIBRARY=_cli("engine-path"))),
+        "plugin_selection": Job(_script("plugin_selection.py"), _env(XLA_REGISTER_INSTALLED_PLUGINS="0")),
+        "jax_example_neuron": Job(jax_example, _env(JAX_PLATFORMS="neuron")),
+        "jax_example_cpu": Job(jax_example, _env(JAX_PLATFORMS="cpu")),
+    }
+
+
+@dataclass
+class Result:
+    name: str
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+    def describe(self) -> str:
+        return (f"{self.name}: exit {self.returncode} after {self.seconds:.0f} s\n"
+                f"--- stdout (tail) ---\n{self.stdout[-3000:]}\n--- stderr (tail) ---\n{self.stderr[-6000:]}")
+
+    def ok(self) -> "Result":
+        assert self.returncode == 0, self.describe()
+        return self
+
+    def json(self) -> dict:
+        self.ok()
+        lines = self.stdout.strip().splitlines()
+        assert lines, self.describe()
+        return json.loads(lines[-1])
+
+
+def _run(name: str, job: Job) -> Result:
+    start = time.monotonic()
+    try:
+        p = subprocess.run(job.argv, env=job.env, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT)
+        return Result(name, p.returncode, p.stdout, p.stderr, time.monotonic() - start)
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
+        return Result(name, -1, out, err + f"\n[timed out after {TIMEOUT} s]", time.monotonic() - start)
+
+
+def uses(*names):
+    """Records which subprocess results a test reads (plain attribute: no marker to register)."""
+    def mark(test):
+        test.torch_jobs = names
+        return test
+    return mark
+
+
+class Runner:
+    """Runs the scripts on a small pool; results are read by name."""
+
+    def __init__(self, names):
+        self.jobs = _jobs()
+        # Two cores: three workers keep both busy while a process waits on start-up or I/O.
+        self.pool = ThreadPoolExecutor(max_workers=3)
+        self.futures = {}
+        for name in self.jobs:  # in _jobs() order: longest first
+            if name in names:
+                self._submit(name)
+
+    def _submit(self, name):
+        if name not in self.futures:
+            self.futures[name] = self.pool.submit(_run, name, self.jobs[name])
+        return self.futures[name]
+
+    def __getitem__(self, name) -> Result:
+        return self._submit(name).result()
+
+
+@pytest.fixture(scope="module")
+def results(request):
+    """Starts every subprocess that the selected tests of this module read, all at once."""
+    wanted = set()
+    for item in request.session.items:
+        if getattr(item, "module", None) is request.module:
+            wanted.update(getattr(item.function, "torch_jobs", ()))
+    runner = Runner(wanted)
+    yield runner
+    runner.pool.shutdown(wait=True, cancel_futures=True)
+
+
+# ---------------------------------------------------------------- training parity
+
+
+@uses("neuron_runtime", "train_cpu_aws_choice")
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_optimizer_steps_match_cpu(results, optimizer):
+    neuron = results["neuron_runtime"].json()["training"][optimizer]
+    cpu_run = results["train_cpu_aws_choice"].json()
+    assert cpu_run["device_type"] == "CPU"
+    cpu = cpu_run[optimizer]
+    assert len(neuron) == len(cpu) == 5
+    assert neuron == pytest.approx(cpu, abs=1e-5, rel=0), (neuron, cpu)
+    # The steps really trained (the data are learnable, so the loss must fall).
+    assert neuron[-1] < neuron[0] - 0.1, neuron
+
+
+# ---------------------------------------------------------------- transfers
+
+
+DTYPES = ["float32", "bfloat16", "float16", "int64", "int32", "int8", "uint8", "bool",
+          "float32_3d", "bfloat16_3d", "int64_2d", "uint8_2d"]
+
+
+@uses("neuron_runtime")
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_transfers_are_exact(results, dtype):
+    t = results["neuron_runtime"].json()["transfers"][dtype]
+    assert t["devices"] == ["xla:0", "xla:1"]
+    # Bitwise equal after host->core0->host, core0->core1->host, host->core1->host, core1->core0->host.
+    assert {k: v for k, v in t.items() if k != "devices"} == {
+        "dev0_roundtrip": True, "dev0_to_dev1": True, "dev1_roundtrip": True, "dev1_to_dev0": True}
+
+
+@uses("neuron_runtime")
+def test_compute_on_second_core(results):
+    out = results["neuron_runtime"].json()
+    assert out["dev1"] == "xla:1"
+    assert out["copy_to_dev1_equal"] is True
+    assert out["compute_on_dev1_equal"] is True
+
+
+# ---------------------------------------------------------------- runtime queries
+
+
+@uses("neuron_runtime")
+def test_runtime_queries(results):
+    out = results["neuron_runtime"].json()
+    assert out["queries"] == {
+        "device_type": "NEURON",
+        "global_runtime_device_count": 2,
+        "addressable_runtime_device_count": 2,
+        "addressable_device_count": 2,
+        "global_device_count": 2,
+        "process_index": 0,
+        "process_count": 1,
+        "world_size": 1,  # one process, no replication set up
+    }
+    assert out["devices"] == ["xla:0", "xla:1"]
+
+
+@uses("neuron_runtime")
+def test_device_attributes(results):
+    out = results["neuron_runtime"].json()
+    for index, device in enumerate(["xla:0", "xla:1"]):
+        assert out["attributes"][device] == {
+            "chip_index": 0, "core_on_chip": index, "instance_type": "trn1.2xlarge", "hbm_bytes": 16 * GIB}
+    names = [a["name"] for a in out["all_attributes"]]
+    assert names == ["NEURON:0", "NEURON:1"]
+    assert [a["core_on_chip"] for a in out["all_attributes"]] == [0, 1]
+
+
+@uses("neuron_runtime")
+def test_memory_info(results):
+    out = results["neuron_runtime"].json()
+    snapshots = ["memory_before", "memory_with_1mib_on_dev0", "memory_with_1mib_copied_to_dev1", "memory_after_free"]
+    for snap in snapshots:
+        for device in ("xla:0", "xla:1"):
+            info = out[snap][device]
+            assert info["bytes_limit"] == 16 * GIB, (snap, device, info)
+            assert 0 <= info["bytes_used"] <= info["bytes_limit"], (snap, device, info)
+
+    def used(snap, device):
+        return out[snap][device]["bytes_used"]
+
+    before0, before1 = used("memory_before", "xla:0"), used("memory_before", "xla:1")
+    # 1 MiB placed on core 0 counts there and only there...
+    assert used("memory_with_1mib_on_dev0", "xla:0") >= before0 + MIB
+    assert used("memory_with_1mib_on_dev0", "xla:1") == before1
+    # ...its copy counts on core 1...
+    assert used("memory_with_1mib_copied_to_dev1", "xla:1") >= before1 + MIB
+    # ...and freeing both gives the memory back, while the peak remembers it.
+    assert used("memory_after_free", "xla:0") < before0 + MIB
+    assert used("memory_after_free", "xla:1") < before1 + MIB
+    assert out["memory_after_free"]["xla:1"]["peak_bytes_used"] >= MIB
+
+
+# ---------------------------------------------------------------- examples
+
+
+def _epoch_losses(stdout: str) -> list:
+    return re.findall(r"^epoch (\d+)/\d+\s+loss (\S+)$", stdout, flags=re.M)
+
+
+def _accuracy(stdout: str) -> float:
+    m = re.search(r"^test accuracy: (\S+)$", stdout, flags=re.M)
+    assert m, stdout
+    return float(m.group(1))
+
+
+@uses("torch_example_neuron", "torch_example_cpu")
+def test_torch_digits_example(results):
+    neuron = results["torch_example_neuron"].ok()
+    assert re.search(r"^device: xla:0 \(NEURON\)$", neuron.stdout, flags=re.M), neuron.describe()
+    assert _accuracy(neuron.stdout) >= 0.95, neuron.describe()
+    cpu = results["torch_example_cpu"].ok()
+    assert re.search(r"^device: xla:0 \(CPU\)$", cpu.stdout, flags=re.M), cpu.describe()
+    losses = _epoch_losses(neuron.stdout)
+    assert len(losses) == TORCH_EXAMPLE_EPOCHS
+    # The example prints 4 decimals: the runs must agree to every printed digit.
+    assert losses == _epoch_losses(cpu.stdout)
+    assert _accuracy(neuron.stdout) == _accuracy(cpu.stdout)
+
+
+@uses("jax_example_neuron", "jax_example_cpu")
+def test_jax_digits_example(results):
+    neuron = results["jax_example_neuron"].ok()
+    assert "platform: neuron" in neuron.stdout, neuron.describe()
+    assert _accuracy(neuron.stdout) >= 0.95, neuron.describe()
+    cpu = results["jax_example_cpu"].ok()
+    assert "platform: cpu" in cpu.stdout, cpu.describe()
+    losses = _epoch_losses(neuron.stdout)
+    assert len(losses) == 20
+    assert losses == _epoch_losses(cpu.stdout)
+    assert _accuracy(neuron.stdout) == _accuracy(cpu.stdout)
+
+
+# ---------------------------------------------------------------- plugin selection
+
+
+@uses("neuron_runtime")
+def test_installed_entry_points_select_our_plugin(results):
+    # torch-xla registers both `neuron` entry points at import; ours must hold the slot.
+    assert results["neuron_runtime"].json()["registry_neuron"] == OUR_PLUGIN
+
+
+@uses("train_cpu_aws_choice")
+def test_aws_choice_keeps_aws_plugin_at_import(results):
+    assert results["train_cpu_aws_choice"].json()["registry_neuron"] == AWS_PLUGIN
+
+
+@uses("plugin_selection")
+def test_registration_order(results):
+    out = results["plugin_selection"].json()
+    assert out["registry_at_start"] == []  # XLA_REGISTER_INSTALLED_PLUGINS=0 took effect
+    assert set(out["neuron_entry_points"]) == {
+        "torch_xla._internal.neuron:NeuronPlugin", "pjrt_neuron.torch_plugin:NeuronPlugin"}
+    assert out["aws_registered_unguarded"] == AWS_PLUGIN
+    assert out["guard_installed"] is True
+    for case in ("default:aws_then_ours", "default:ours_then_aws", "default:entry_points",
+                 "default:entry_points_reversed", "explicit:entry_points"):
+        assert out[case] == OUR_PLUGIN, case
+
+
+@uses("plugin_selection")
+def test_aws_choice_in_either_order(results):
+    out = results["plugin_selection"].json()
+    for case in ("aws:aws_then_ours", "aws:ours_then_aws", "aws:entry_points", "aws:entry_points_reversed"):
+        assert out[case] == AWS_PLUGIN, case
+
+
+@uses("plugin_selection")
+def test_invalid_choice_names_the_variable(results):
+    out = results["plugin_selection"].json()
+    for who in ("ours", "aws"):
+        err = out[f"invalid:{who}"]
+        assert err["raised"] == "ConfigurationError", err
+        assert err["is_value_error"] is True
+        assert "PJRT_NEURON_TORCH_PLUGIN" in err["message"] and "bogus" in err["message"], err
+        assert "pjrt-neuron" in err["message"] and "aws" in err["message"], err
+    assert out["other_name_registered"] is True
+
+
+# ---------------------------------------------------------------- torch-xla's built-in loader
+
+
+@uses("builtin_loader")
+def test_builtin_neuron_loader(results):
+    out = results["builtin_loader"].json()
+    assert out["registry"] == [] and out["dynamic_plugins"] is False  # really the built-in branch
+    assert out["device"] == "xla:0" and out["device_type"] == "NEURON"
+    assert out["device_count"] == 2
+    assert out["attributes"]["instance_type"] == "trn1.2xlarge"  # our library answered
+    assert out["max_abs_err"] <= 1e-5
+    assert out["int_sum"] == 45
