@@ -4,6 +4,7 @@ Environment variables:
   PJRT_NEURON_LIBRARY_PATH    the plugin library to load (default: the one shipped in this package)
   PJRT_NEURON_ENGINE_LIBRARY  the simulator's engine, xla_cpu_pjrt.so (default: from the xla-cpu-pjrt wheel)
   PJRT_NEURON_INSTANCE_TYPE   the simulated Trainium instance (default trn1.2xlarge)
+  PJRT_NEURON_LOCK_DIR        where processes claim NeuronCores (default /tmp/pjrt-neuron-locks)
   PJRT_NEURON_TORCH_PLUGIN    which plugin PJRT_DEVICE=NEURON selects in torch-xla when AWS's
                               libneuronxla is installed too: "pjrt-neuron" (default) or "aws"
 """
@@ -80,6 +81,16 @@ def instance_type() -> str:
         raise ConfigurationError(
             f"PJRT_NEURON_INSTANCE_TYPE={value!r} is not a known instance type; use one of {', '.join(INSTANCE_TYPES)}")
     return value
+
+
+def logical_nc_config() -> int:
+    """NEURON_LOGICAL_NC_CONFIG, or 0 for the instance's default."""
+    value = os.environ.get("NEURON_LOGICAL_NC_CONFIG", "")
+    if not value:
+        return 0
+    if value not in ("1", "2"):
+        raise ConfigurationError(f"NEURON_LOGICAL_NC_CONFIG={value!r}; use 1 or 2")
+    return int(value)
 
 
 def torch_plugin_choice() -> str:

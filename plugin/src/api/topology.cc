@@ -73,9 +73,54 @@ PN_ENTRY(TopologyDescription_Attributes) {
   return Status::Ok();
 }
 
+PN_ENTRY(TopologyDescription_Serialize) {
+  PN_REQUIRE_ARGS(args, PJRT_TopologyDescription_Serialize_Args, serialized_topology_deleter);
+  PN_ASSIGN_OR_RETURN(core::Topology * topology, UnwrapTopology(args->topology));
+  auto* bytes = new std::string(core::SerializeTopology(*topology));
+  args->serialized_bytes = bytes->data();
+  args->serialized_bytes_size = bytes->size();
+  args->serialized_topology = reinterpret_cast<PJRT_SerializedTopology*>(bytes);
+  args->serialized_topology_deleter = [](PJRT_SerializedTopology* t) { delete reinterpret_cast<std::string*>(t); };
+  return Status::Ok();
+}
+
+PN_ENTRY(TopologyDescription_Deserialize) {
+  PN_REQUIRE_ARGS(args, PJRT_TopologyDescription_Deserialize_Args, topology);
+  if (args->serialized_topology == nullptr) return InvalidArgument("`serialized_topology` is null");
+  PN_ASSIGN_OR_RETURN(auto topology,
+                      core::DeserializeTopology(std::string(args->serialized_topology, args->serialized_topology_size)));
+  args->topology = Wrap<PJRT_TopologyDescription>(topology.release());
+  return Status::Ok();
+}
+
+// Ahead-of-time: compiles for the topology's cores without claiming them.
+PN_ENTRY(Compile) {
+  PN_REQUIRE_ARGS(args, PJRT_Compile_Args, executable);
+  PN_ASSIGN_OR_RETURN(core::Topology * topology, UnwrapTopology(args->topology));
+  if (args->program == nullptr) return InvalidArgument("`program` is null");
+  PN_REQUIRE_ARGS(args->program, PJRT_Program, format_size);
+  if (args->program->format == nullptr) return InvalidArgument("the program has no format; use 'hlo' or 'mlir'");
+  if (args->compile_options == nullptr && args->compile_options_size > 0) {
+    return InvalidArgument("`compile_options` is null but its size is " + std::to_string(args->compile_options_size));
+  }
+  engine::Program program;
+  program.format.assign(args->program->format, args->program->format_size);
+  program.code = args->program->code;
+  program.code_size = args->program->code_size;
+  std::string options(args->compile_options ? args->compile_options : "", args->compile_options_size);
+  PN_ASSIGN_OR_RETURN(core::ClientOptions settings, core::ResolveClientOptions({}));
+  PN_ASSIGN_OR_RETURN(auto compiled,
+                      core::CompileForTopology(*topology, program, options, settings.engine_library_path));
+  args->executable = Wrap<PJRT_Executable>(new core::Executable(std::move(compiled)));
+  return Status::Ok();
+}
+
 }  // namespace
 
 void BindTopology(PJRT_Api* api) {
+  api->PJRT_TopologyDescription_Serialize = TopologyDescription_Serialize;
+  api->PJRT_TopologyDescription_Deserialize = TopologyDescription_Deserialize;
+  api->PJRT_Compile = Compile;
   api->PJRT_TopologyDescription_Create = TopologyDescription_Create;
   api->PJRT_TopologyDescription_Destroy = TopologyDescription_Destroy;
   api->PJRT_TopologyDescription_PlatformName = TopologyDescription_PlatformName;

@@ -377,31 +377,82 @@ StatusOr<std::unique_ptr<Buffer>> Client::CopyToMemory(Buffer& source, Memory* d
   return std::make_unique<Buffer>(device, std::move(copy.value()), charged);
 }
 
-StatusOr<std::unique_ptr<LoadedExecutable>> Client::Compile(const engine::Program& program,
-                                                            const std::string& options) {
+namespace {
+
+// Checks the program and its options, maps device ids to the engine's, then compiles.
+StatusOr<std::unique_ptr<engine::Executable>> CompileOn(engine::Engine& engine, const engine::Program& program,
+                                                        const std::string& options, const DeviceIdMap& to_engine_id,
+                                                        size_t cores_available, const std::string& where) {
   if (program.format != "hlo" && program.format != "hlo_with_config" && program.format != "mlir") {
     return InvalidArgument("unknown program format '" + program.format +
                            "'; expected 'hlo' (serialized HloModuleProto) or 'mlir' (StableHLO)");
   }
   if (program.code == nullptr || program.code_size == 0) return InvalidArgument("the program is empty");
   ReplicaLayout layout;
-  PN_ASSIGN_OR_RETURN(std::string normalized,
-                      NormalizeCompileOptions(options, [this](int64_t id) { return EngineIdOf(id); }, &layout));
+  PN_ASSIGN_OR_RETURN(std::string normalized, NormalizeCompileOptions(options, to_engine_id, &layout));
   const size_t cores_needed = static_cast<size_t>(layout.num_replicas) * layout.num_partitions;
-  if (cores_needed > devices_.size()) {
+  if (cores_needed > cores_available) {
     return InvalidArgument("the program asks for " + std::to_string(layout.num_replicas) + " replicas x " +
                            std::to_string(layout.num_partitions) + " partitions = " + std::to_string(cores_needed) +
-                           " NeuronCores, but this process has " + std::to_string(devices_.size()) + " (" +
-                           topology_->instance().name + ")");
+                           " NeuronCores, but " + where + " has " + std::to_string(cores_available));
   }
-  auto compiled = engine_->Compile(program, normalized);
+  auto compiled = engine.Compile(program, normalized);
   if (!compiled.ok() && compiled.status().code() == ErrorCode::kUnknown) {
     // The engine reports unparsable programs as UNKNOWN; to the caller it is bad input.
     return InvalidArgument("the '" + program.format + "' program could not be compiled: " +
                            compiled.status().message());
   }
-  PN_ASSIGN_OR_RETURN(auto executable, std::move(compiled));
+  return compiled;
+}
+
+constexpr char kTopologyMagic[] = "pjrt-neuron-topology/1";
+
+}  // namespace
+
+StatusOr<std::unique_ptr<LoadedExecutable>> Client::Compile(const engine::Program& program,
+                                                            const std::string& options) {
+  PN_ASSIGN_OR_RETURN(auto executable,
+                      CompileOn(*engine_, program, options, [this](int64_t id) { return EngineIdOf(id); },
+                                devices_.size(), "this process (" + std::string(topology_->instance().name) + ")"));
   return Load(std::move(executable));
+}
+
+StatusOr<std::shared_ptr<CompiledProgram>> CompileForTopology(const Topology& topology, const engine::Program& program,
+                                                              const std::string& options,
+                                                              const std::string& engine_library_path) {
+  engine::EngineOptions engine_options;
+  engine_options.num_cores = topology.shape().total_cores();
+  engine_options.library_path = engine_library_path;
+  PN_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> engine, engine::CreateSimEngine(engine_options));
+  const int64_t total = topology.shape().total_cores();
+  auto same_ids = [total](int64_t id) -> StatusOr<int64_t> {
+    if (id < 0 || id >= total) return InvalidArgument("the program names device id " + std::to_string(id) +
+                                                      ", which the topology does not have");
+    return id;
+  };
+  PN_ASSIGN_OR_RETURN(auto executable, CompileOn(*engine, program, options, same_ids, total,
+                                                 std::string(topology.instance().name)));
+  auto compiled = std::make_shared<CompiledProgram>();
+  compiled->engine_executable = std::move(executable);
+  compiled->engine = std::move(engine);  // declared first, so destroyed after the executable
+  return compiled;
+}
+
+std::string SerializeTopology(const Topology& topology) {
+  return std::string(kTopologyMagic) + " " + topology.instance().name + " " +
+         std::to_string(topology.shape().logical_nc_config);
+}
+
+StatusOr<std::unique_ptr<Topology>> DeserializeTopology(const std::string& bytes) {
+  char name[64] = {0};
+  int lnc = 0;
+  const std::string prefix = std::string(kTopologyMagic) + " ";
+  if (bytes.compare(0, prefix.size(), prefix) != 0 ||
+      std::sscanf(bytes.c_str() + prefix.size(), "%63s %d", name, &lnc) != 2) {
+    return InvalidArgument("the bytes are not a pjrt-neuron topology (made by PJRT_TopologyDescription_Serialize)");
+  }
+  PN_ASSIGN_OR_RETURN(InstanceShape shape, ShapeInstance(name, lnc));
+  return std::make_unique<Topology>(shape);
 }
 
 StatusOr<std::unique_ptr<LoadedExecutable>> Client::Deserialize(const std::string& bytes,

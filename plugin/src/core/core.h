@@ -168,6 +168,7 @@ class Buffer : public Tagged<0x4e425546> {
 };
 
 struct CompiledProgram {
+  std::shared_ptr<engine::Engine> engine;  // set when no client keeps the engine alive
   std::unique_ptr<engine::Executable> engine_executable;
   std::vector<Device*> addressable_devices;
   std::mutex api_cache_mutex;
@@ -262,5 +263,15 @@ class Client : public Tagged<0x4e434c49> {
 };
 
 const char* PluginVersion();
+
+// Compiles for a topology without claiming its cores (ahead-of-time compilation); the result
+// is loaded later with Client::Deserialize.
+StatusOr<std::shared_ptr<CompiledProgram>> CompileForTopology(const Topology& topology, const engine::Program& program,
+                                                              const std::string& options,
+                                                              const std::string& engine_library_path);
+
+// A topology as bytes and back ("pjrt-neuron-topology/1 <instance> <logical NC config>").
+std::string SerializeTopology(const Topology& topology);
+StatusOr<std::unique_ptr<Topology>> DeserializeTopology(const std::string& bytes);
 
 }  // namespace pjrt_neuron::core
