@@ -32,6 +32,12 @@ def main(argv: list[str] | None = None) -> int:
     ls.add_argument("--instance-type", help="default: $PJRT_NEURON_INSTANCE_TYPE or trn1.2xlarge")
     ls.add_argument("--logical-nc-config", type=int, choices=(1, 2),
                     help="default: $NEURON_LOGICAL_NC_CONFIG or the instance's own")
+    check = commands.add_parser(
+        "check", help="run a script with the Trainium compatibility analysis and report what would fail there")
+    check.add_argument("--json", action="store_true", help="print the report as JSON")
+    check.add_argument("--strict", action="store_true",
+                       help="fail each incompatible compilation at once, as neuronx-cc would")
+    check.add_argument("script", nargs=argparse.REMAINDER, help="-- python script.py [args]")
     args = parser.parse_args(argv)
     try:
         if args.command == "library-path":
@@ -40,6 +46,11 @@ def main(argv: list[str] | None = None) -> int:
             print(config.engine_library_path())
         elif args.command == "ls":
             return _ls(args)
+        elif args.command == "check":
+            from pjrt_neuron import check as check_command
+
+            script = args.script[1:] if args.script[:1] == ["--"] else args.script
+            return check_command.main(script, args.json, "strict" if args.strict else "warn")
     except config.ConfigurationError as error:
         print(f"pjrt-neuron: {error}", file=sys.stderr)
         return 2

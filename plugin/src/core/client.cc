@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <utility>
 
+#include "core/compat.h"
 #include "core/compile_options.h"
 #include "core/core.h"
 
@@ -409,11 +410,29 @@ constexpr char kTopologyMagic[] = "pjrt-neuron-topology/1";
 
 }  // namespace
 
+// What Trainium would reject in the program: torch-xla's HLO as sent, JAX's as compiled.
+Status CheckTrainiumCompatibility(const engine::Program& program, engine::Executable& executable) {
+  PN_ASSIGN_OR_RETURN(CompatSettings settings, ReadCompatSettings());
+  if (settings.mode == CompatMode::kOff) return Status::Ok();
+  StatusOr<std::vector<CompatFinding>> findings = Status::Ok();
+  if (program.format == "mlir") {
+    auto optimized = executable.OptimizedProgram();
+    if (!optimized.ok()) return Status::Ok();  // nothing to analyse; the program itself is fine
+    findings = AnalyzeHloModule(optimized->code, optimized->format == "hlo_with_config", /*from_jax=*/true);
+  } else {
+    findings = AnalyzeHloModule(std::string(program.code, program.code_size), program.format == "hlo_with_config",
+                                /*from_jax=*/false);
+  }
+  if (!findings.ok()) return Status::Ok();  // an unreadable module compiled anyway: nothing to say
+  return ReportCompatFindings(settings, executable.name(), findings.value());
+}
+
 StatusOr<std::unique_ptr<LoadedExecutable>> Client::Compile(const engine::Program& program,
                                                             const std::string& options) {
   PN_ASSIGN_OR_RETURN(auto executable,
                       CompileOn(*engine_, program, options, [this](int64_t id) { return EngineIdOf(id); },
                                 devices_.size(), "this process (" + std::string(topology_->instance().name) + ")"));
+  PN_RETURN_IF_ERROR(CheckTrainiumCompatibility(program, *executable));
   return Load(std::move(executable));
 }
 

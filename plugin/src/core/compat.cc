@@ -1,0 +1,382 @@
+#include "core/compat.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <set>
+#include <tuple>
+
+#include "core/wire_format.h"
+
+namespace pjrt_neuron::core {
+namespace {
+
+// Field numbers in xla/service/hlo.proto and xla/xla_data.proto.
+namespace fields {
+constexpr uint32_t kWithConfigModule = 1;     // HloModuleProtoWithConfig.hlo_module
+constexpr uint32_t kModuleName = 1;           // HloModuleProto
+constexpr uint32_t kModuleComputations = 3;
+constexpr uint32_t kModuleIsDynamic = 11;
+constexpr uint32_t kComputationInstructions = 2;  // HloComputationProto
+constexpr uint32_t kComputationId = 5;
+constexpr uint32_t kInstructionOpcode = 2;  // HloInstructionProto
+constexpr uint32_t kInstructionShape = 3;
+constexpr uint32_t kInstructionMetadata = 7;
+constexpr uint32_t kInstructionCustomCallTarget = 28;
+constexpr uint32_t kInstructionCalledComputations = 38;
+constexpr uint32_t kInstructionBackendConfig = 43;
+constexpr uint32_t kInstructionComparisonDirection = 63;
+constexpr uint32_t kShapeElementType = 2;  // ShapeProto
+constexpr uint32_t kShapeTupleShapes = 4;
+constexpr uint32_t kShapeIsDynamicDimension = 6;
+constexpr uint32_t kMetadataOpName = 2;  // OpMetadata
+constexpr uint32_t kMetadataSourceFile = 3;
+constexpr uint32_t kMetadataSourceLine = 4;
+}  // namespace fields
+
+// xla.PrimitiveType values.
+enum PrimitiveType : int {
+  kS64 = 5, kU64 = 9, kF64 = 12, kTuple = 13, kC64 = 15, kC128 = 18,
+  kF8E5M2 = 19, kF8E4M3FN = 20, kF8E4M3B11FNUZ = 23, kF8E5M2FNUZ = 24, kF8E4M3FNUZ = 25, kF8E4M3 = 28,
+};
+
+bool IsFp8(int t) { return t == kF8E5M2 || t == kF8E4M3FN || t == kF8E4M3 || (t >= 23 && t <= 25) || t >= 29; }
+bool IsNeuronFp8(int t) { return t == kF8E5M2 || t == kF8E4M3FN || t == kF8E4M3; }
+bool IsInteger(int t) { return (t >= 2 && t <= 9) || t == 21 || t == 22 || t == 26 || t == 27; }
+
+struct Shape {
+  std::vector<int> element_types;  // every leaf of a tuple
+  bool is_tuple = false;
+  bool dynamic = false;
+};
+
+void ReadShape(const std::string& bytes, Shape* shape) {
+  WireReader reader(bytes);
+  Field f;
+  while (!reader.done() && reader.Next(&f)) {
+    if (f.number == fields::kShapeElementType && f.wire_type == kVarint) {
+      if (static_cast<int>(f.varint) == kTuple) {
+        shape->is_tuple = true;
+      } else {
+        shape->element_types.push_back(static_cast<int>(f.varint));
+      }
+    } else if (f.number == fields::kShapeTupleShapes && f.wire_type == kLengthDelimited) {
+      ReadShape(f.payload, shape);
+    } else if (f.number == fields::kShapeIsDynamicDimension) {
+      if (f.wire_type == kVarint) {
+        shape->dynamic |= f.varint != 0;
+      } else if (f.wire_type == kLengthDelimited) {
+        for (char c : f.payload) shape->dynamic |= c != 0;
+      }
+    }
+  }
+}
+
+struct Instruction {
+  std::string opcode;
+  Shape shape;
+  std::string op_name;
+  std::string source_file;
+  int source_line = 0;
+  std::string custom_call_target;
+  std::string backend_config;
+  std::string comparison_direction;
+  std::vector<int64_t> called_computations;
+};
+
+struct Computation {
+  int64_t id = 0;
+  std::vector<Instruction> instructions;
+};
+
+void ReadMetadata(const std::string& bytes, Instruction* instruction) {
+  WireReader reader(bytes);
+  Field f;
+  while (!reader.done() && reader.Next(&f)) {
+    if (f.number == fields::kMetadataOpName && f.wire_type == kLengthDelimited) instruction->op_name = f.payload;
+    if (f.number == fields::kMetadataSourceFile && f.wire_type == kLengthDelimited) instruction->source_file = f.payload;
+    if (f.number == fields::kMetadataSourceLine && f.wire_type == kVarint) {
+      instruction->source_line = static_cast<int>(f.varint);
+    }
+  }
+}
+
+bool ReadInstruction(const std::string& bytes, Instruction* instruction) {
+  WireReader reader(bytes);
+  Field f;
+  while (!reader.done()) {
+    if (!reader.Next(&f)) return false;
+    switch (f.number) {
+      case fields::kInstructionOpcode: instruction->opcode = f.payload; break;
+      case fields::kInstructionShape: ReadShape(f.payload, &instruction->shape); break;
+      case fields::kInstructionMetadata: ReadMetadata(f.payload, instruction); break;
+      case fields::kInstructionCustomCallTarget: instruction->custom_call_target = f.payload; break;
+      case fields::kInstructionBackendConfig: instruction->backend_config = f.payload; break;
+      case fields::kInstructionComparisonDirection: instruction->comparison_direction = f.payload; break;
+      case fields::kInstructionCalledComputations:
+        if (f.wire_type == kVarint) {
+          instruction->called_computations.push_back(static_cast<int64_t>(f.varint));
+        } else if (f.wire_type == kLengthDelimited) {
+          WireReader packed(f.payload);
+          uint64_t id;
+          while (!packed.done() && packed.Varint(&id)) instruction->called_computations.push_back(static_cast<int64_t>(id));
+        }
+        break;
+      default: break;
+    }
+  }
+  return true;
+}
+
+struct Module {
+  std::string name;
+  bool is_dynamic = false;
+  std::vector<Computation> computations;
+};
+
+Status ReadModule(const std::string& bytes, Module* module) {
+  WireReader reader(bytes);
+  Field f;
+  while (!reader.done()) {
+    if (!reader.Next(&f)) return InvalidArgument("the program is not a valid HloModuleProto");
+    if (f.number == fields::kModuleName && f.wire_type == kLengthDelimited) module->name = f.payload;
+    if (f.number == fields::kModuleIsDynamic && f.wire_type == kVarint) module->is_dynamic = f.varint != 0;
+    if (f.number != fields::kModuleComputations || f.wire_type != kLengthDelimited) continue;
+    Computation computation;
+    WireReader inner(f.payload);
+    Field g;
+    while (!inner.done()) {
+      if (!inner.Next(&g)) return InvalidArgument("the program is not a valid HloModuleProto");
+      if (g.number == fields::kComputationId && g.wire_type == kVarint) computation.id = static_cast<int64_t>(g.varint);
+      if (g.number == fields::kComputationInstructions && g.wire_type == kLengthDelimited) {
+        Instruction instruction;
+        if (!ReadInstruction(g.payload, &instruction)) return InvalidArgument("the program has a malformed instruction");
+        computation.instructions.push_back(std::move(instruction));
+      }
+    }
+    module->computations.push_back(std::move(computation));
+  }
+  return Status::Ok();
+}
+
+struct Check {
+  const char* id;
+  const char* what;
+  const char* why;
+  const char* fix;
+  bool fails_on_trainium;
+};
+
+const Check kFloat64{"float64", "float64 values",
+                     "neuronx-cc does not support float64", "use float32 (or bfloat16); keep jax_enable_x64 off", true};
+const Check kComplex{"complex", "complex numbers", "neuronx-cc supports complex types only in a few operations",
+                     "carry real and imaginary parts as two float32 arrays", true};
+const Check kFp8{"fp8-format", "an fp8 format other than e4m3 / e5m2",
+                 "NeuronCores implement only the fp8 e4m3 and e5m2 formats", "use float8_e4m3fn or float8_e5m2", true};
+const Check kDynamic{"dynamic-shape", "a dynamic shape", "neuronx-cc compiles static shapes only",
+                     "pad to a fixed size (bucket the shapes) so every dimension is known when compiling", true};
+const Check kInt64{"int64-narrowed", "int64 values", "neuronx-cc narrows int64 to int32 by default, so values beyond "
+                   "2^31 wrap", "use int32, or keep values within the int32 range", false};
+const Check kCond{"cond", "lax.cond (an HLO conditional)", "the Neuron compiler does not support conditionals in JAX "
+                  "programs", "compute both branches and pick with jnp.where / lax.select", true};
+const Check kWhile{"data-dependent-while", "a while_loop whose trip count depends on data",
+                   "neuronx-cc needs loop trip counts known when compiling",
+                   "use lax.fori_loop / lax.scan with a fixed number of steps", true};
+const Check kCallback{"host-callback", "a host callback", "NeuronCores cannot call back into Python during a program",
+                      "move the callback out of the jitted function", true};
+const Check kIntegerDot{"integer-dot", "a matrix product of integers", "NeuronCores' matrix units multiply floating "
+                        "point only", "cast the operands to float32 or bfloat16 before the dot", true};
+const Check kVariadicReduce{"variadic-reduce", "a reduction over several arrays at once (e.g. argmax/argmin)",
+                            "the Neuron compiler does not support variadic reductions in JAX programs",
+                            "reduce each array separately, e.g. find the max, then its index with jnp.where", true};
+const Check kSortComparator{"sort-comparator", "a sort comparator other than LT/LE/GT/GE",
+                            "neuronx-cc supports sort comparators LT, LE, GT and GE only",
+                            "sort with a plain ascending/descending comparison", true};
+
+class Collector {
+ public:
+  void Add(const Check& check, const Instruction& at) {
+    auto key = std::make_tuple(std::string(check.id), at.source_file, at.source_line);
+    auto it = index_.find(key);
+    if (it != index_.end()) {
+      findings_[it->second].count += 1;
+      return;
+    }
+    index_[key] = findings_.size();
+    findings_.push_back({check.id, check.what, check.why, check.fix, check.fails_on_trainium, at.op_name,
+                         at.source_file, at.source_line, 1});
+  }
+  // Instructions the compiler made (fusions, copies) carry no location; they only repeat
+  // what a located instruction already shows.
+  std::vector<CompatFinding> Take() {
+    std::set<std::string> located;
+    for (const CompatFinding& f : findings_) {
+      if (!f.source_file.empty()) located.insert(f.check);
+    }
+    std::vector<CompatFinding> out;
+    for (CompatFinding& f : findings_) {
+      if (f.source_file.empty() && located.count(f.check)) continue;
+      out.push_back(std::move(f));
+    }
+    return out;
+  }
+
+ private:
+  std::map<std::tuple<std::string, std::string, int>, size_t> index_;
+  std::vector<CompatFinding> findings_;
+};
+
+bool ComparatorIsPlain(const Computation& comparator) {
+  for (const Instruction& i : comparator.instructions) {
+    if (i.opcode != "compare") continue;
+    const std::string& d = i.comparison_direction;
+    if (d != "LT" && d != "LE" && d != "GT" && d != "GE") return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+StatusOr<std::vector<CompatFinding>> AnalyzeHloModule(const std::string& bytes, bool with_config, bool from_jax) {
+  std::string module_bytes = bytes;
+  if (with_config) {
+    WireReader reader(bytes);
+    Field f;
+    module_bytes.clear();
+    while (!reader.done() && reader.Next(&f)) {
+      if (f.number == fields::kWithConfigModule && f.wire_type == kLengthDelimited) module_bytes = f.payload;
+    }
+  }
+  Module module;
+  PN_RETURN_IF_ERROR(ReadModule(module_bytes, &module));
+  std::map<int64_t, const Computation*> by_id;
+  for (const Computation& c : module.computations) by_id[c.id] = &c;
+
+  Collector found;
+  for (const Computation& computation : module.computations) {
+    for (const Instruction& i : computation.instructions) {
+      bool f64 = false, complex = false, fp8 = false, int64 = false;
+      for (int t : i.shape.element_types) {
+        f64 |= t == kF64;
+        complex |= t == kC64 || t == kC128;
+        fp8 |= IsFp8(t) && !IsNeuronFp8(t);
+        int64 |= t == kS64 || t == kU64;
+      }
+      if (i.opcode == "parameter" || i.opcode == "tuple" || i.opcode == "get-tuple-element") {
+        // Types are reported where values are computed, not where they pass through.
+      } else {
+        if (f64) found.Add(kFloat64, i);
+        if (complex) found.Add(kComplex, i);
+        if (fp8) found.Add(kFp8, i);
+        if (int64) found.Add(kInt64, i);
+      }
+      if (i.shape.dynamic) found.Add(kDynamic, i);
+      if (!from_jax) continue;
+      if (i.opcode == "conditional") found.Add(kCond, i);
+      if (i.opcode == "while" && i.backend_config.find("known_trip_count") == std::string::npos) found.Add(kWhile, i);
+      if (i.opcode == "custom-call" && i.custom_call_target.find("callback") != std::string::npos) {
+        found.Add(kCallback, i);
+      }
+      if (i.opcode == "dot") {
+        bool integer = !i.shape.element_types.empty();
+        for (int t : i.shape.element_types) integer &= IsInteger(t);
+        if (integer) found.Add(kIntegerDot, i);
+      }
+      if (i.opcode == "reduce" && i.shape.is_tuple) found.Add(kVariadicReduce, i);
+      if (i.opcode == "sort") {
+        for (int64_t id : i.called_computations) {
+          auto it = by_id.find(id);
+          if (it != by_id.end() && !ComparatorIsPlain(*it->second)) found.Add(kSortComparator, i);
+        }
+      }
+    }
+  }
+  return found.Take();
+}
+
+StatusOr<CompatSettings> ReadCompatSettings() {
+  CompatSettings settings;
+  const char* mode = std::getenv("PJRT_NEURON_COMPAT");
+  std::string value = mode != nullptr ? mode : "";
+  if (value.empty() || value == "warn") {
+    settings.mode = CompatMode::kWarn;
+  } else if (value == "strict") {
+    settings.mode = CompatMode::kStrict;
+  } else if (value == "off") {
+    settings.mode = CompatMode::kOff;
+  } else {
+    return InvalidArgument("PJRT_NEURON_COMPAT='" + value + "'; use warn (the default), strict or off");
+  }
+  const char* numerics = std::getenv("PJRT_NEURON_COMPAT_STRICT_NUMERICS");
+  settings.strict_numerics = numerics != nullptr && std::string(numerics) == "1";
+  const char* report = std::getenv("PJRT_NEURON_COMPAT_REPORT");
+  if (report != nullptr) settings.report_path = report;
+  return settings;
+}
+
+namespace {
+
+std::string Location(const CompatFinding& f) {
+  if (f.source_file.empty()) return f.op_name.empty() ? "(no source location)" : f.op_name;
+  return f.source_file + ":" + std::to_string(f.source_line) + (f.op_name.empty() ? "" : " (" + f.op_name + ")");
+}
+
+std::string JsonString(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof(escaped), "\\u%04x", c);
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+bool Fatal(const CompatSettings& settings, const CompatFinding& f) {
+  return f.fails_on_trainium || settings.strict_numerics;
+}
+
+}  // namespace
+
+Status ReportCompatFindings(const CompatSettings& settings, const std::string& program_name,
+                            const std::vector<CompatFinding>& findings) {
+  if (settings.mode == CompatMode::kOff || findings.empty()) return Status::Ok();
+  static std::mutex mutex;
+  static std::set<std::string> logged;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!settings.report_path.empty()) {
+    if (FILE* report = std::fopen(settings.report_path.c_str(), "a")) {
+      for (const CompatFinding& f : findings) {
+        std::string line = "{\"program\":" + JsonString(program_name) + ",\"check\":" + JsonString(f.check) +
+                           ",\"what\":" + JsonString(f.what) + ",\"why\":" + JsonString(f.why) +
+                           ",\"fix\":" + JsonString(f.fix) +
+                           ",\"fails_on_trainium\":" + (f.fails_on_trainium ? "true" : "false") +
+                           ",\"op_name\":" + JsonString(f.op_name) + ",\"source_file\":" + JsonString(f.source_file) +
+                           ",\"source_line\":" + std::to_string(f.source_line) + ",\"count\":" + std::to_string(f.count) +
+                           "}\n";
+        std::fputs(line.c_str(), report);
+      }
+      std::fclose(report);
+    }
+  }
+  std::string errors;
+  for (const CompatFinding& f : findings) {
+    const bool fatal = settings.mode == CompatMode::kStrict && Fatal(settings, f);
+    if (fatal) errors += "\n  " + f.what + " at " + Location(f) + ": " + f.why + "; " + f.fix;
+    if (fatal || !logged.insert(f.check + "@" + Location(f)).second) continue;
+    std::fprintf(stderr, "pjrt-neuron: Trainium %s: %s at %s: %s; %s\n",
+                 f.fails_on_trainium ? "incompatibility" : "numeric difference", f.what.c_str(), Location(f).c_str(),
+                 f.why.c_str(), f.fix.c_str());
+  }
+  if (errors.empty()) return Status::Ok();
+  return InvalidArgument("'" + program_name + "' would not compile for Trainium (PJRT_NEURON_COMPAT=strict):" + errors);
+}
+
+}  // namespace pjrt_neuron::core
