@@ -22,7 +22,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -382,20 +381,19 @@ def test_visible_cores_select_the_devices(plugin_api, lock_dir, name, value, ids
     with P.Client(plugin_api, {"instance_type": name, "visible_cores": value}) as c:
         devices = c.devices()
         assert [d.id for d in devices] == ids
-        # The local hardware id is the physical core index on the instance, as on real Trainium.
-        assert [d.local_hardware_id for d in devices] == ids
         assert [d.attributes()["chip_index"] for d in devices] == [i // per_chip for i in ids]
         assert [d.attributes()["core_on_chip"] for d in devices] == [i % per_chip for i in ids]
         assert c.lookup_device(ids[-1]).ptr == devices[-1].ptr
-        assert c.lookup_addressable_device(ids[-1]).ptr == devices[-1].ptr
         assert c.default_device_assignment(len(ids)) == ids
+        # The local hardware id is the physical core index on the instance, like the device id.
+        assert [d.local_hardware_id for d in devices] == ids
+        assert c.lookup_addressable_device(ids[-1]).ptr == devices[-1].ptr
 
 
 def test_visible_cores_4_to_7_on_trn1_32xlarge(plugin_api, lock_dir):
     with P.Client(plugin_api, {"instance_type": "trn1.32xlarge", "visible_cores": "4-7"}) as c:
         devices = c.devices()
         assert [d.id for d in devices] == [4, 5, 6, 7]
-        assert [d.local_hardware_id for d in devices] == [4, 5, 6, 7]
         assert [d.attributes()["chip_index"] for d in devices] == [2, 2, 3, 3]
         assert [d.attributes()["core_on_chip"] for d in devices] == [0, 1, 0, 1]
         assert [d.attributes()["chip_coords"] for d in devices] == [[2, 0], [2, 0], [3, 0], [3, 0]]
@@ -423,6 +421,9 @@ def test_visible_cores_4_to_7_on_trn1_32xlarge(plugin_api, lock_dir):
         outs = two.execute([[x], [y]])
         assert [row[0].device.id for row in outs] == [4, 5]
         np.testing.assert_array_equal(outs[1][0].to_numpy(), [2, 3])
+        # Local hardware ids are the physical core indices too.
+        assert [d.local_hardware_id for d in devices] == [4, 5, 6, 7]
+        assert c.lookup_addressable_device(6).ptr == devices[2].ptr
 
 
 def test_lookup_of_a_core_that_is_not_visible_names_the_visible_ones(plugin_api, lock_dir):
@@ -495,7 +496,6 @@ def test_core_selection_from_the_environment_in_a_new_process(lock_dir):
     visible = claim_in_subprocess(lock_dir, PJRT_NEURON_INSTANCE_TYPE="trn1.32xlarge",
                                   NEURON_RT_VISIBLE_CORES="4-7")
     assert [d["id"] for d in visible["devices"]] == [4, 5, 6, 7]
-    assert [d["local_hardware_id"] for d in visible["devices"]] == [4, 5, 6, 7]
     assert [d["attributes"] for d in visible["devices"]] == [
         _expected_attributes("trn1.32xlarge", core) for core in (4, 5, 6, 7)]
     counted = claim_in_subprocess(lock_dir, PJRT_NEURON_INSTANCE_TYPE="trn1.32xlarge", NEURON_RT_NUM_CORES="3")
@@ -507,6 +507,7 @@ def test_core_selection_from_the_environment_in_a_new_process(lock_dir):
     bad = claim_in_subprocess(lock_dir, PJRT_NEURON_INSTANCE_TYPE="trn1.32xlarge", NEURON_RT_VISIBLE_CORES="0,2")
     assert bad["error"]["code"] == "INVALID_ARGUMENT"
     assert "NEURON_RT_VISIBLE_CORES='0,2': cores must be contiguous" in bad["error"]["message"]
+    assert [d["local_hardware_id"] for d in visible["devices"]] == [4, 5, 6, 7]
 
 
 # ==========================================================================
@@ -689,16 +690,18 @@ def test_memory_stats_through_allocation_execution_and_delete(plugin_api, lock_d
         assert d0.memory_stats() == _stats(in_use, peak, 3, 262144, limit)
         assert d1.memory_stats() == _zero_stats(limit)
         want_big, want_small = _reference(MATRIX)
-        np.testing.assert_allclose(big.to_numpy(), want_big, rtol=1e-4)
+        np.testing.assert_allclose(big.to_numpy(), want_big, rtol=1e-4, atol=1e-6)
         np.testing.assert_allclose(small.to_numpy(), want_small, rtol=1e-4, atol=1e-5)
 
         big.delete()
         assert d0.memory_stats() == _stats(262144 + 1024, peak, 3, 262144, limit)
         small.destroy()
         assert d0.memory_stats() == _stats(262144, peak, 3, 262144, limit)
-        # A second run on the other core charges that core only.
+        # A run on the other core (a portable executable) charges that core only.
+        portable = c.compile(PROGRAM, compile_options=P.compile_options_proto(compile_portable_executable=True))
         b = a.copy_to_device(d1)
-        ((big1, small1),) = executable.execute([b, b], execute_device=d1)
+        ((big1, small1),) = portable.execute([b, b], execute_device=d1)
+        assert big1.device.id == 1
         assert d1.memory_stats() == _stats(in_use, peak, 3, 262144, limit)
         assert d0.memory_stats() == _stats(262144, peak, 3, 262144, limit)
         for buf in (big1, small1, b):
@@ -735,7 +738,7 @@ def test_trn2_lnc1_cores_have_12_gib_and_runs_that_do_not_fit_are_refused(plugin
         np.testing.assert_array_equal(a.to_numpy(), MATRIX)
         filler.destroy()
         ((big, small),) = executable.execute([a, a])
-        np.testing.assert_allclose(big.to_numpy(), _reference(MATRIX)[0], rtol=1e-4)
+        np.testing.assert_allclose(big.to_numpy(), _reference(MATRIX)[0], rtol=1e-4, atol=1e-6)
         # The limit is exact: filling to the last byte works, one more byte does not.
         rest = _uninitialized(c, d0, limit - d0.memory_stats()["bytes_in_use"])
         assert d0.memory_stats()["bytes_in_use"] == limit
@@ -777,8 +780,10 @@ def test_pinned_host_buffers_through_the_c_api(plugin_api, lock_dir):
         other = host.copy_to_memory(d1.addressable_memories[1])
         assert (other.device.id, other.memory.kind) == (1, "pinned_host")
         assert d1.memory_stats()["bytes_in_use"] == 0
-        np.testing.assert_array_equal(other.copy_to_memory(d1.default_memory).to_numpy(), x)
+        other_on_device = other.copy_to_memory(d1.default_memory)
+        assert (other_on_device.device.id, other_on_device.memory.kind) == (1, "device")
         assert d1.memory_stats()["bytes_in_use"] == x.nbytes
+        np.testing.assert_array_equal(other_on_device.to_numpy(), x)
         on_device.destroy()
         assert d0.memory_stats()["bytes_in_use"] == 0
 
