@@ -18,6 +18,7 @@ import gc
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -116,7 +117,8 @@ def lock_dir(instance_env):
     """A lock directory of this test's own, for this process and the subprocesses it starts."""
     path = tempfile.mkdtemp(prefix="pjrt-neuron-device-model-")
     instance_env.setenv("PJRT_NEURON_LOCK_DIR", path)
-    return path
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def _subprocess_env(lock_dir, **extra):
@@ -343,6 +345,14 @@ def test_topology_create_takes_the_instance_from_the_environment(plugin_api, ins
         attrs = _topology_attributes(plugin_api, topology)
         assert (attrs["instance_type"], attrs["chips"], attrs["chip_links"]) == ("inf2.48xlarge", 12, "ring")
         assert len(_topology_descriptions(plugin_api, topology)) == 24
+
+
+def test_a_named_topology_does_not_depend_on_the_environments_instance(plugin_api, instance_env):
+    # The name overrides PJRT_NEURON_INSTANCE_TYPE, so an unusable value there must not matter.
+    instance_env.setenv("PJRT_NEURON_INSTANCE_TYPE", "trn9.mega")
+    with created_topology(plugin_api, "trn1.2xlarge") as topology:
+        assert _topology_attributes(plugin_api, topology)["instance_type"] == "trn1.2xlarge"
+        assert len(_topology_descriptions(plugin_api, topology)) == 2
 
 
 @pytest.mark.parametrize("name, options, fragments", [

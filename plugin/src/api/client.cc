@@ -75,8 +75,9 @@ PN_ENTRY(Client_LookupDevice) {
   PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
   core::Device* device = client->LookupDevice(args->id);
   if (device == nullptr) {
-    return InvalidArgument("no NeuronCore with id " + std::to_string(args->id) + "; this client has ids 0.." +
-                           std::to_string(client->devices().size() - 1));
+    std::string ids;
+    for (core::Device* d : client->devices()) ids += (ids.empty() ? "" : ", ") + std::to_string(d->id());
+    return InvalidArgument("no NeuronCore with id " + std::to_string(args->id) + "; this client has ids " + ids);
   }
   args->device = Wrap<PJRT_Device>(device);
   return Status::Ok();

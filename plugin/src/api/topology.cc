@@ -15,9 +15,9 @@ StatusOr<core::Topology*> UnwrapTopology(const PJRT_TopologyDescription* t) {
 PN_ENTRY(TopologyDescription_Create) {
   PN_REQUIRE_ARGS(args, PJRT_TopologyDescription_Create_Args, topology);
   PN_ASSIGN_OR_RETURN(engine::Attributes options, ReadNamedValues(args->create_options, args->num_options));
-  PN_ASSIGN_OR_RETURN(core::ClientOptions resolved, core::ResolveClientOptions(options));
   std::string name = args->topology_name != nullptr ? std::string(args->topology_name, args->topology_name_size) : "";
-  if (!name.empty() && name != "neuron") resolved.instance_type = name;
+  if (name == "neuron") name.clear();  // the platform's name: the configured instance
+  PN_ASSIGN_OR_RETURN(core::ClientOptions resolved, core::ResolveClientOptions(options, name));
   PN_ASSIGN_OR_RETURN(core::InstanceShape shape, core::ShapeInstance(resolved.instance_type, resolved.logical_nc_config));
   args->topology = Wrap<PJRT_TopologyDescription>(new core::Topology(shape));
   return Status::Ok();

@@ -65,11 +65,12 @@ int64_t DenseSizeInBytes(PJRT_Buffer_Type type, const std::vector<int64_t>& dims
   return (elements * ElementBits(type) + 7) / 8;
 }
 
-StatusOr<ClientOptions> ResolveClientOptions(const engine::Attributes& create_options) {
+StatusOr<ClientOptions> ResolveClientOptions(const engine::Attributes& create_options,
+                                             const std::string& instance_type) {
   ClientOptions options;
   options.instance_type = EnvOr("PJRT_NEURON_INSTANCE_TYPE", options.instance_type);
   options.engine_library_path = EnvOr("PJRT_NEURON_ENGINE_LIBRARY", "");
-  options.visible_cores = EnvOr("NEURON_RT_VISIBLE_CORES", "");
+  if (std::string visible = EnvOr("NEURON_RT_VISIBLE_CORES", ""); !visible.empty()) options.visible_cores = visible;
   if (std::string lnc = EnvOr("NEURON_LOGICAL_NC_CONFIG", ""); !lnc.empty()) {
     PN_ASSIGN_OR_RETURN(options.logical_nc_config, PositiveIntSetting("NEURON_LOGICAL_NC_CONFIG", lnc));
   }
@@ -102,6 +103,7 @@ StatusOr<ClientOptions> ResolveClientOptions(const engine::Attributes& create_op
                              "engine_library_path, asynchronous, max_inflight_computations");
     }
   }
+  if (!instance_type.empty()) options.instance_type = instance_type;
   PN_RETURN_IF_ERROR(ShapeInstance(options.instance_type, options.logical_nc_config).status());
   return options;
 }
@@ -246,11 +248,11 @@ StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
   client->topology_->owned_by_client = true;
   const std::string instance = shape.type->name;
 
-  if (!options.visible_cores.empty()) {
-    PN_ASSIGN_OR_RETURN(std::vector<int> cores, ParseVisibleCores(options.visible_cores, shape.total_cores()));
+  if (options.visible_cores.has_value()) {
+    PN_ASSIGN_OR_RETURN(std::vector<int> cores, ParseVisibleCores(*options.visible_cores, shape.total_cores()));
     if (options.num_cores != 0 && options.num_cores != static_cast<int>(cores.size())) {
       return InvalidArgument("NEURON_RT_NUM_CORES=" + std::to_string(options.num_cores) +
-                             " disagrees with NEURON_RT_VISIBLE_CORES='" + options.visible_cores + "' (" +
+                             " disagrees with NEURON_RT_VISIBLE_CORES='" + *options.visible_cores + "' (" +
                              std::to_string(cores.size()) + " cores); set one of them");
     }
     PN_ASSIGN_OR_RETURN(client->lease_, CoreLease::Claim(instance, cores));

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,14 +36,16 @@ class Tagged {
 struct ClientOptions {
   std::string instance_type = "trn1.2xlarge";
   int logical_nc_config = 0;    // 0: the instance's default
-  std::string visible_cores;    // NEURON_RT_VISIBLE_CORES syntax; empty: not set
+  std::optional<std::string> visible_cores;  // NEURON_RT_VISIBLE_CORES syntax
   int num_cores = 0;            // NEURON_RT_NUM_CORES; 0: not set
   std::string engine_library_path;
   engine::Attributes engine_passthrough;
 };
 
 // Parses PJRT create options and the environment; errors name the option and value.
-StatusOr<ClientOptions> ResolveClientOptions(const engine::Attributes& create_options);
+// A non-empty `instance_type` (a topology's name) overrides both.
+StatusOr<ClientOptions> ResolveClientOptions(const engine::Attributes& create_options,
+                                             const std::string& instance_type = "");
 
 class DeviceDescription : public Tagged<0x4e444453> {
  public:
@@ -93,7 +96,7 @@ class Device : public Tagged<0x4e444556> {
   Client* client() const { return client_; }
   const DeviceDescription& description() const { return *description_; }
   int id() const { return description_->id; }
-  int local_hardware_id() const { return core_; }
+  int local_hardware_id() const { return description_->id; }  // the physical core, as the runtime numbers it
   int core() const { return core_; }  // the engine's core index
   Memory* default_memory() const { return memories_.front().get(); }
   const std::vector<Memory*>& memories() const { return memory_ptrs_; }

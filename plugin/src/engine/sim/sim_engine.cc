@@ -318,7 +318,13 @@ class SimExecutable : public Executable {
     return args.size_in_bytes;
   }
 
+  // Asked on every execution (HBM check), so computed once.
   StatusOr<CompiledMemoryStats> MemoryStats() override {
+    std::call_once(memory_stats_once_, [this] { memory_stats_ = ComputeMemoryStats(); });
+    return memory_stats_;
+  }
+
+  StatusOr<CompiledMemoryStats> ComputeMemoryStats() {
     INNER_ARGS(PJRT_Executable_GetCompiledMemoryStats_Args, args);
     args.executable = executable_;
     PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Executable_GetCompiledMemoryStats(&args)));
@@ -392,6 +398,8 @@ class SimExecutable : public Executable {
   int num_partitions_ = 1;
   std::vector<OutputShape> outputs_;
   std::vector<int> addressable_cores_;
+  std::once_flag memory_stats_once_;
+  StatusOr<CompiledMemoryStats> memory_stats_ = Status::Ok();
 };
 
 class SimEngine : public Engine {
