@@ -20,6 +20,30 @@ def _ls(args) -> int:
     return 0
 
 
+def _cache(args) -> int:
+    from pjrt_neuron import cache
+
+    if args.cache_command == "ls":
+        found = cache.entries()
+        if args.json:
+            print(json.dumps([{"key": e.key, "size": e.size, "last_used": e.last_used, "valid": e.valid,
+                               **e.header} for e in found], indent=2))
+        else:
+            print(f"compile cache: {cache.directory()}")
+            print(cache.format_entries(found))
+    elif args.cache_command == "stats":
+        stats = cache.stats()
+        print(json.dumps(stats, indent=2) if args.json else "\n".join(f"{k}: {v}" for k, v in stats.items()))
+    elif args.cache_command == "clear":
+        removed = cache.clear(failed_only=args.failed)
+        print(f"removed {removed} file(s) from {cache.directory()}")
+    elif args.cache_command == "prune":
+        removed = cache.prune(cache.parse_size(args.max_size))
+        print(f"removed {len(removed)} entr{'y' if len(removed) == 1 else 'ies'} "
+              f"({sum(e.size for e in removed)} bytes) from {cache.directory()}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pjrt-neuron", description="NeuronCores as XLA devices.")
     parser.add_argument("--version", action="version", version=f"pjrt-neuron {__version__}")
@@ -32,6 +56,16 @@ def main(argv: list[str] | None = None) -> int:
     ls.add_argument("--instance-type", help="default: $PJRT_NEURON_INSTANCE_TYPE or trn1.2xlarge")
     ls.add_argument("--logical-nc-config", type=int, choices=(1, 2),
                     help="default: $NEURON_LOGICAL_NC_CONFIG or the instance's own")
+    cache = commands.add_parser("cache", help="the persistent compile cache: ls, stats, clear, prune")
+    cache_commands = cache.add_subparsers(dest="cache_command", required=True)
+    cache_ls = cache_commands.add_parser("ls", help="list entries, least recently used first")
+    cache_ls.add_argument("--json", action="store_true")
+    cache_stats = cache_commands.add_parser("stats", help="entries, bytes, corrupt entries, remembered failures")
+    cache_stats.add_argument("--json", action="store_true")
+    cache_clear = cache_commands.add_parser("clear", help="remove every entry")
+    cache_clear.add_argument("--failed", action="store_true", help="remove only remembered failed compilations")
+    cache_prune = cache_commands.add_parser("prune", help="remove least recently used entries down to a size")
+    cache_prune.add_argument("--max-size", required=True, help="e.g. 500M or 10G")
     check = commands.add_parser(
         "check", help="run a script with the Trainium compatibility analysis and report what would fail there")
     check.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -46,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
             print(config.engine_library_path())
         elif args.command == "ls":
             return _ls(args)
+        elif args.command == "cache":
+            return _cache(args)
         elif args.command == "check":
             from pjrt_neuron import check as check_command
 

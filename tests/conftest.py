@@ -15,6 +15,8 @@ os.environ.setdefault("JAX_PLATFORMS", "neuron,cpu")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 # NeuronCores are exclusive between processes; the test session gets an instance of its own.
 os.environ["PJRT_NEURON_LOCK_DIR"] = tempfile.mkdtemp(prefix="pjrt-neuron-test-locks-")
+# A compile cache of the session's own, so no test sees another run's entries.
+os.environ["NEURON_COMPILE_CACHE_URL"] = tempfile.mkdtemp(prefix="pjrt-neuron-test-cache-")
 
 import pjrt_neuron  # noqa: E402
 

@@ -1,9 +1,12 @@
 #include <algorithm>
+#include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <utility>
 
 #include "core/compat.h"
+#include "core/compile_cache.h"
 #include "core/compile_options.h"
 #include "core/core.h"
 
@@ -382,10 +385,9 @@ StatusOr<std::unique_ptr<Buffer>> Client::CopyToMemory(Buffer& source, Memory* d
 
 namespace {
 
-// Checks the program and its options, maps device ids to the engine's, then compiles.
-StatusOr<std::unique_ptr<engine::Executable>> CompileOn(engine::Engine& engine, const engine::Program& program,
-                                                        const std::string& options, const DeviceIdMap& to_engine_id,
-                                                        size_t cores_available, const std::string& where) {
+// Checks the program and its options; returns the options with device ids mapped to the engine's.
+StatusOr<std::string> PrepareCompile(const engine::Program& program, const std::string& options,
+                                     const DeviceIdMap& to_engine_id, size_t cores_available, const std::string& where) {
   if (program.format != "hlo" && program.format != "hlo_with_config" && program.format != "mlir") {
     return InvalidArgument("unknown program format '" + program.format +
                            "'; expected 'hlo' (serialized HloModuleProto) or 'mlir' (StableHLO)");
@@ -399,13 +401,29 @@ StatusOr<std::unique_ptr<engine::Executable>> CompileOn(engine::Engine& engine, 
                            std::to_string(layout.num_partitions) + " partitions = " + std::to_string(cores_needed) +
                            " NeuronCores, but " + where + " has " + std::to_string(cores_available));
   }
-  auto compiled = engine.Compile(program, normalized);
+  return normalized;
+}
+
+StatusOr<std::unique_ptr<engine::Executable>> TimedCompile(engine::Engine& engine, const engine::Program& program,
+                                                           const std::string& normalized_options) {
+  auto start = std::chrono::steady_clock::now();
+  auto compiled = engine.Compile(program, normalized_options);
+  std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+  CountMetrics([&](CacheMetrics& m) {
+    m.compiles += 1;
+    m.compile_seconds += elapsed.count();
+  });
   if (!compiled.ok() && compiled.status().code() == ErrorCode::kUnknown) {
     // The engine reports unparsable programs as UNKNOWN; to the caller it is bad input.
     return InvalidArgument("the '" + program.format + "' program could not be compiled: " +
                            compiled.status().message());
   }
   return compiled;
+}
+
+std::string EnvValue(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : "";
 }
 
 constexpr char kTopologyMagic[] = "pjrt-neuron-topology/1";
@@ -429,11 +447,66 @@ Status CheckTrainiumCompatibility(const engine::Program& program, engine::Execut
   return ReportCompatFindings(settings, executable.name(), findings.value());
 }
 
+std::optional<std::unique_ptr<engine::Executable>> Client::LoadCached(CompileCache& cache, const std::string& key) {
+  std::optional<std::string> payload = cache.Load(key);
+  if (!payload.has_value()) return std::nullopt;
+  auto executable = engine_->Deserialize(*payload, nullptr);
+  if (!executable.ok()) {
+    // Written by another engine version: not ours to use.
+    cache.Remove(key);
+    return std::nullopt;
+  }
+  CountMetrics([](CacheMetrics& m) { m.hits += 1; });
+  return std::move(executable.value());
+}
+
+StatusOr<std::unique_ptr<engine::Executable>> Client::CompileThroughCache(CompileCache& cache, const std::string& key,
+                                                                          const engine::Program& program,
+                                                                          const std::string& normalized) {
+  auto remembered = [&]() -> std::optional<Status> {
+    std::optional<Status> failure = cache.RememberedFailure(key);
+    if (failure.has_value()) CountMetrics([](CacheMetrics& m) { m.failures_remembered += 1; });
+    return failure;
+  };
+  if (auto failure = remembered()) return *failure;
+  if (auto hit = LoadCached(cache, key)) return std::move(*hit);
+  // One process compiles; the others wait here, then find its result.
+  PN_ASSIGN_OR_RETURN(CompileCache::KeyLock lock, cache.Lock(key));
+  if (auto failure = remembered()) return *failure;
+  if (auto hit = LoadCached(cache, key)) return std::move(*hit);
+  CountMetrics([](CacheMetrics& m) { m.misses += 1; });
+  auto compiled = TimedCompile(*engine_, program, normalized);
+  if (!compiled.ok()) {
+    if (compiled.status().code() == ErrorCode::kInvalidArgument) cache.RememberFailure(key, compiled.status());
+    return compiled.status();
+  }
+  auto bytes = compiled.value()->Serialize();
+  if (bytes.ok()) {
+    std::string header = "{\"program\": \"" + compiled.value()->name() + "\", \"format\": \"" + program.format +
+                         "\", \"created\": " + std::to_string(std::time(nullptr)) + ", \"engine\": \"" +
+                         engine_->description() + "\", \"plugin\": \"" + PluginVersion() + "\"}";
+    cache.Store(key, header, bytes.value());
+  }
+  return compiled;
+}
+
 StatusOr<std::unique_ptr<LoadedExecutable>> Client::Compile(const engine::Program& program,
                                                             const std::string& options) {
-  PN_ASSIGN_OR_RETURN(auto executable,
-                      CompileOn(*engine_, program, options, [this](int64_t id) { return EngineIdOf(id); },
-                                devices_.size(), "this process (" + std::string(topology_->instance().name) + ")"));
+  PN_ASSIGN_OR_RETURN(std::string normalized,
+                      PrepareCompile(program, options, [this](int64_t id) { return EngineIdOf(id); }, devices_.size(),
+                                     "this process (" + std::string(topology_->instance().name) + ")"));
+  PN_ASSIGN_OR_RETURN(CacheSettings cache_settings, ReadCacheSettings());
+  std::unique_ptr<engine::Executable> executable;
+  if (cache_settings.enabled) {
+    CompileCache cache(cache_settings);
+    const std::string key = CompileCache::Key(
+        {"pjrt-neuron-compile/1", PluginVersion(), engine_->description(), topology_->instance().core_generation,
+         std::to_string(topology_->shape().logical_nc_config), EnvValue("NEURON_CC_FLAGS"), program.format,
+         std::string(program.code, program.code_size), normalized});
+    PN_ASSIGN_OR_RETURN(executable, CompileThroughCache(cache, key, program, normalized));
+  } else {
+    PN_ASSIGN_OR_RETURN(executable, TimedCompile(*engine_, program, normalized));
+  }
   PN_RETURN_IF_ERROR(CheckTrainiumCompatibility(program, *executable));
   return Load(std::move(executable));
 }
@@ -451,8 +524,9 @@ StatusOr<std::shared_ptr<CompiledProgram>> CompileForTopology(const Topology& to
                                                       ", which the topology does not have");
     return id;
   };
-  PN_ASSIGN_OR_RETURN(auto executable, CompileOn(*engine, program, options, same_ids, total,
-                                                 std::string(topology.instance().name)));
+  PN_ASSIGN_OR_RETURN(std::string normalized,
+                      PrepareCompile(program, options, same_ids, total, std::string(topology.instance().name)));
+  PN_ASSIGN_OR_RETURN(auto executable, TimedCompile(*engine, program, normalized));
   auto compiled = std::make_shared<CompiledProgram>();
   compiled->engine_executable = std::move(executable);
   compiled->engine = std::move(engine);  // declared first, so destroyed after the executable

@@ -219,6 +219,8 @@ class LoadedExecutable : public Tagged<0x4e4c4558> {
   std::atomic<bool> deleted_{false};
 };
 
+class CompileCache;
+
 class Client : public Tagged<0x4e434c49> {
  public:
   static StatusOr<std::unique_ptr<Client>> Create(const ClientOptions& options);
@@ -254,6 +256,10 @@ class Client : public Tagged<0x4e434c49> {
  private:
   Client() = default;
   StatusOr<std::unique_ptr<LoadedExecutable>> Load(std::unique_ptr<engine::Executable> executable);
+  std::optional<std::unique_ptr<engine::Executable>> LoadCached(CompileCache& cache, const std::string& key);
+  StatusOr<std::unique_ptr<engine::Executable>> CompileThroughCache(CompileCache& cache, const std::string& key,
+                                                                    const engine::Program& program,
+                                                                    const std::string& normalized);
 
   std::string platform_name_ = "neuron";
   std::string platform_version_;
