@@ -66,6 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     cache_clear.add_argument("--failed", action="store_true", help="remove only remembered failed compilations")
     cache_prune = cache_commands.add_parser("prune", help="remove least recently used entries down to a size")
     cache_prune.add_argument("--max-size", required=True, help="e.g. 500M or 10G")
+    precompile = commands.add_parser(
+        "precompile", help="record the programs a script compiles, then compile them in parallel into the cache")
+    precompile.add_argument("--workers", type=int, help="parallel compile processes (default: CPU count)")
+    precompile.add_argument("script", nargs=argparse.REMAINDER, help="-- python script.py [args]")
     check = commands.add_parser(
         "check", help="run a script with the Trainium compatibility analysis and report what would fail there")
     check.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -82,6 +86,11 @@ def main(argv: list[str] | None = None) -> int:
             return _ls(args)
         elif args.command == "cache":
             return _cache(args)
+        elif args.command == "precompile":
+            from pjrt_neuron import precompile as precompile_command
+
+            script = args.script[1:] if args.script[:1] == ["--"] else args.script
+            return precompile_command.main(script, args.workers)
         elif args.command == "check":
             from pjrt_neuron import check as check_command
 

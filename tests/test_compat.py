@@ -477,9 +477,10 @@ def test_strict_fails_the_compile_with_the_finding(runs):
     assert "neuronx-cc does not support float64" in error
     # A failing finding is in the error, not logged a second time as a warning.
     assert run.warnings() == [], run.stderr
-    # The findings still reach the report file.
-    assert [(r["check"], r["source_line"]) for r in run.report_records()][:1] == [
-        ("float64", line_of(JAX_MODES, "float64"))]
+    # The findings still reach the report file, the failing and the numeric one.
+    assert [(r["program"], r["check"], r["source_line"], r["fails_on_trainium"]) for r in run.report_records()] == [
+        ("jit_scale64", "float64", line_of(JAX_MODES, "float64"), True),
+        ("jit_widen", "int64-narrowed", line_of(JAX_MODES, "int64"), False)]
 
 
 @uses("strict")

@@ -2,6 +2,7 @@
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 
 def loss(params, x, y):
@@ -17,10 +18,13 @@ def step(params, x, y):
 
 
 if __name__ == "__main__":
-    k1, k2, k3 = jax.random.split(jax.random.key(0), 3)
-    x = jax.random.normal(k1, (32, 8), jnp.float32)
-    y = jnp.sin(x[:, :1])
-    params = ((jax.random.normal(k2, (8, 16)) * 0.3, jnp.zeros(16)), (jax.random.normal(k3, (16, 1)) * 0.3, jnp.zeros(1)))
+    # Data and weights from NumPy, so the training step is the only program (jax.random has
+    # its own case, jax_random.py).
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((32, 8), dtype=np.float32)
+    y = np.sin(x[:, :1])
+    params = ((rng.standard_normal((8, 16), dtype=np.float32) * 0.3, np.zeros(16, np.float32)),
+              (rng.standard_normal((16, 1), dtype=np.float32) * 0.3, np.zeros(1, np.float32)))
     losses = []
     for _ in range(5):
         params, value = step(params, x, y)

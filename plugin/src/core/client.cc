@@ -8,6 +8,7 @@
 #include "core/compat.h"
 #include "core/compile_cache.h"
 #include "core/compile_options.h"
+#include "core/precompile.h"
 #include "core/core.h"
 
 namespace pjrt_neuron::core {
@@ -421,9 +422,10 @@ StatusOr<std::unique_ptr<engine::Executable>> TimedCompile(engine::Engine& engin
   return compiled;
 }
 
-std::string EnvValue(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr ? value : "";
+std::string EntryHeader(const std::string& program_name, const std::string& format, const std::string& engine) {
+  return "{\"program\": \"" + program_name + "\", \"format\": \"" + format + "\", \"created\": " +
+         std::to_string(std::time(nullptr)) + ", \"engine\": \"" + engine + "\", \"plugin\": \"" +
+         PluginVersion() + "\"}";
 }
 
 constexpr char kTopologyMagic[] = "pjrt-neuron-topology/1";
@@ -481,12 +483,7 @@ StatusOr<std::unique_ptr<engine::Executable>> Client::CompileThroughCache(Compil
     return compiled.status();
   }
   auto bytes = compiled.value()->Serialize();
-  if (bytes.ok()) {
-    std::string header = "{\"program\": \"" + compiled.value()->name() + "\", \"format\": \"" + program.format +
-                         "\", \"created\": " + std::to_string(std::time(nullptr)) + ", \"engine\": \"" +
-                         engine_->description() + "\", \"plugin\": \"" + PluginVersion() + "\"}";
-    cache.Store(key, header, bytes.value());
-  }
+  if (bytes.ok()) cache.Store(key, EntryHeader(compiled.value()->name(), program.format, engine_->description()), *bytes);
   return compiled;
 }
 
@@ -496,19 +493,23 @@ StatusOr<std::unique_ptr<LoadedExecutable>> Client::Compile(const engine::Progra
                       PrepareCompile(program, options, [this](int64_t id) { return EngineIdOf(id); }, devices_.size(),
                                      "this process (" + std::string(topology_->instance().name) + ")"));
   PN_ASSIGN_OR_RETURN(CacheSettings cache_settings, ReadCacheSettings());
+  const std::string collection = GraphCollectionDirectory();
   std::unique_ptr<engine::Executable> executable;
-  if (cache_settings.enabled) {
+  if (!collection.empty()) {
+    // Precompile's first pass: record the program; the workers compile it into the cache.
+    RecordProgram(collection, *topology_, program, options);
+    PN_ASSIGN_OR_RETURN(executable, TimedCompile(*engine_, program, normalized));
+  } else if (cache_settings.enabled) {
     CompileCache cache(cache_settings);
-    const std::string key = CompileCache::Key(
-        {"pjrt-neuron-compile/1", PluginVersion(), engine_->description(), topology_->instance().core_generation,
-         std::to_string(topology_->shape().logical_nc_config), EnvValue("NEURON_CC_FLAGS"), program.format,
-         std::string(program.code, program.code_size), normalized});
+    const std::string key = CompileCacheKey(engine_->description(), *topology_, program, normalized);
     PN_ASSIGN_OR_RETURN(executable, CompileThroughCache(cache, key, program, normalized));
   } else {
     PN_ASSIGN_OR_RETURN(executable, TimedCompile(*engine_, program, normalized));
   }
   PN_RETURN_IF_ERROR(CheckTrainiumCompatibility(program, *executable));
-  return Load(std::move(executable));
+  PN_ASSIGN_OR_RETURN(auto loaded, Load(std::move(executable)));
+  loaded->set_record_only(!collection.empty());
+  return loaded;
 }
 
 StatusOr<std::shared_ptr<CompiledProgram>> CompileForTopology(const Topology& topology, const engine::Program& program,
@@ -531,6 +532,37 @@ StatusOr<std::shared_ptr<CompiledProgram>> CompileForTopology(const Topology& to
   compiled->engine_executable = std::move(executable);
   compiled->engine = std::move(engine);  // declared first, so destroyed after the executable
   return compiled;
+}
+
+StatusOr<bool> CompileForTopologyCached(const Topology& topology, const engine::Program& program,
+                                        const std::string& options, const std::string& engine_library_path,
+                                        const CacheSettings& cache_settings) {
+  engine::EngineOptions engine_options;
+  engine_options.num_cores = topology.shape().total_cores();
+  engine_options.library_path = engine_library_path;
+  PN_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> engine, engine::CreateSimEngine(engine_options));
+  const int64_t total = topology.shape().total_cores();
+  auto same_ids = [total](int64_t id) -> StatusOr<int64_t> {
+    if (id < 0 || id >= total) return InvalidArgument("the program names device id " + std::to_string(id) +
+                                                      ", which the topology does not have");
+    return id;
+  };
+  PN_ASSIGN_OR_RETURN(std::string normalized,
+                      PrepareCompile(program, options, same_ids, total, std::string(topology.instance().name)));
+  CompileCache cache(cache_settings);
+  const std::string key = CompileCacheKey(engine->description(), topology, program, normalized);
+  if (cache.Load(key).has_value()) return false;
+  PN_ASSIGN_OR_RETURN(CompileCache::KeyLock lock, cache.Lock(key));
+  if (cache.Load(key).has_value()) return false;
+  if (auto failure = cache.RememberedFailure(key)) return *failure;
+  auto compiled = TimedCompile(*engine, program, normalized);
+  if (!compiled.ok()) {
+    if (compiled.status().code() == ErrorCode::kInvalidArgument) cache.RememberFailure(key, compiled.status());
+    return compiled.status();
+  }
+  PN_ASSIGN_OR_RETURN(std::string bytes, compiled.value()->Serialize());
+  cache.Store(key, EntryHeader(compiled.value()->name(), program.format, engine->description()), bytes);
+  return true;
 }
 
 std::string SerializeTopology(const Topology& topology) {
@@ -579,6 +611,23 @@ StatusOr<std::unique_ptr<LoadedExecutable>> Client::Load(std::unique_ptr<engine:
   return std::make_unique<LoadedExecutable>(this, std::move(program));
 }
 
+// Graph collection: outputs of the right shapes, never computed.
+StatusOr<ExecuteResult> LoadedExecutable::RecordOnlyResult(const std::vector<std::vector<Buffer*>>& args,
+                                                           Device* only_device) {
+  ExecuteResult result;
+  for (size_t d = 0; d < args.size(); ++d) {
+    Device* device = only_device != nullptr ? only_device : addressable_devices().at(d);
+    std::vector<std::unique_ptr<Buffer>> outputs;
+    for (const engine::OutputShape& shape : engine_executable().outputs()) {
+      PN_ASSIGN_OR_RETURN(auto buffer, client_->CreateUninitializedBuffer(device, shape.type, shape.dims));
+      outputs.push_back(std::move(buffer));
+    }
+    result.outputs.push_back(std::move(outputs));
+    result.completions.push_back(Event::Completed());
+  }
+  return result;
+}
+
 void LoadedExecutable::Delete() {
   deleted_ = true;
   engine_executable().Delete();
@@ -587,6 +636,7 @@ void LoadedExecutable::Delete() {
 StatusOr<ExecuteResult> LoadedExecutable::Execute(const std::vector<std::vector<Buffer*>>& args,
                                                   const engine::ExecuteOptions& options, Device* only_device) {
   if (deleted_) return FailedPrecondition("the executable has been deleted (PJRT_LoadedExecutable_Delete)");
+  if (record_only_) return RecordOnlyResult(args, only_device);
   const auto& devices = addressable_devices();
   if (only_device == nullptr && args.size() != devices.size()) {
     return InvalidArgument("the program runs on " + std::to_string(devices.size()) + " NeuronCore(s) but " +

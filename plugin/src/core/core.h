@@ -212,11 +212,15 @@ class LoadedExecutable : public Tagged<0x4e4c4558> {
   // After Delete only IsDeleted and destruction are allowed; the engine may not track it.
   void Delete();
   bool IsDeleted() const { return deleted_; }
+  // Graph collection mode: executions produce uninitialized outputs instead of running.
+  void set_record_only(bool record_only) { record_only_ = record_only; }
 
  private:
+  StatusOr<ExecuteResult> RecordOnlyResult(const std::vector<std::vector<Buffer*>>& args, Device* only_device);
   Client* client_;
   std::shared_ptr<CompiledProgram> program_;
   std::atomic<bool> deleted_{false};
+  bool record_only_ = false;
 };
 
 class CompileCache;
@@ -278,6 +282,12 @@ const char* PluginVersion();
 StatusOr<std::shared_ptr<CompiledProgram>> CompileForTopology(const Topology& topology, const engine::Program& program,
                                                               const std::string& options,
                                                               const std::string& engine_library_path);
+
+struct CacheSettings;
+// Compiles for a topology into the compile cache; false when the cache already had it.
+StatusOr<bool> CompileForTopologyCached(const Topology& topology, const engine::Program& program,
+                                        const std::string& options, const std::string& engine_library_path,
+                                        const CacheSettings& cache_settings);
 
 // A topology as bytes and back ("pjrt-neuron-topology/1 <instance> <logical NC config>").
 std::string SerializeTopology(const Topology& topology);
