@@ -291,15 +291,19 @@ def test_jax_fixed_trip_count_loop_is_a_real_loop(runs):
 
 
 @uses("jax_constructs")
-def test_jax_constructs_run_correctly_and_report_nothing_else(runs):
-    run = runs["jax_constructs"]
-    results = run.results()
+def test_jax_constructs_still_run_correctly_in_warn_mode(runs):
+    results = runs["jax_constructs"].results()
     assert results["complex"]["value"] == [1.0, 2.0, 3.0, 4.0]
     assert results["cond"]["value"] == [2.0, 3.0, 4.0, 5.0]  # sum > 0: the first branch
     assert results["while"]["value"] == [16.0, 32.0, 48.0, 64.0]
     assert results["integer-dot"]["value"] == [[11.0, 4.0], [8.0, 3.0]]
     assert results["argmax"]["value"] == 3.0
     assert results["sort-two-keys"]["value"] == results["sort"]["value"] == [1.0, 1.0, 2.0, 3.0]
+
+
+@uses("jax_constructs")
+def test_jax_constructs_report_exactly_the_marked_lines(runs):
+    run = runs["jax_constructs"]
     report = run.report_json()
     expected = {(check, line_of(JAX_CONSTRUCTS, case)) for case, check, _ in JAX_FAILING}
     got = {(f["check"], f["source_line"]) for f in report["findings"]}
@@ -473,12 +477,14 @@ def test_strict_fails_the_compile_with_the_finding(runs):
     assert error.startswith("INVALID_ARGUMENT: "), error
     assert "PJRT_Client_Compile" in error
     assert "'jit_scale64' would not compile for Trainium (PJRT_NEURON_COMPAT=strict)" in error
-    assert f"float64 values at {JAX_MODES}:{line_of(JAX_MODES, 'float64')} (jit(scale64)/convert_element_type)" in error
+    location = f"{JAX_MODES}:{line_of(JAX_MODES, 'float64')}"
+    assert f"float64 values at {location} (jit(scale64)/convert_element_type)" in error
     assert "neuronx-cc does not support float64" in error
     # A failing finding is in the error, not logged a second time as a warning.
     assert run.warnings() == [], run.stderr
     # The findings still reach the report file, the failing and the numeric one.
-    assert [(r["program"], r["check"], r["source_line"], r["fails_on_trainium"]) for r in run.report_records()] == [
+    records = [(r["program"], r["check"], r["source_line"], r["fails_on_trainium"]) for r in run.report_records()]
+    assert records == [
         ("jit_scale64", "float64", line_of(JAX_MODES, "float64"), True),
         ("jit_widen", "int64-narrowed", line_of(JAX_MODES, "int64"), False)]
 
@@ -597,7 +603,10 @@ def test_check_strict_fails_the_compile_and_still_reports(runs):
     assert report["script_exit_code"] == 0
     assert report["would_fail_on_trainium"] is True
     [f] = report["findings"]
-    assert (f["check"], f["source_line"], f["fails_on_trainium"]) == ("float64", line_of(JAX_MODES, "float64"), True)
+    assert (f["check"], f["source_file"], f["source_line"], f["fails_on_trainium"]) == (
+        "float64", str(JAX_MODES), line_of(JAX_MODES, "float64"), True)
+    assert f["op_names"] == ["jit(scale64)/convert_element_type"]
+    assert (f["programs"], f["what"]) == (1, "float64 values")
     assert run.returncode == 1, run.describe()
 
 

@@ -242,8 +242,8 @@ def train_batches(n):
 
 
 def check_train_step(devices):
-    """Grad + SGD of an MLP with data sharded over the mesh and parameters replicated, against
-    the same steps unsharded on one CPU device."""
+    """Grad + SGD of an MLP with data sharded over the mesh and parameters replicated (and donated
+    to each step), against the same steps unsharded on one CPU device."""
     n = len(devices)
     mesh = mesh_1d(devices, "data")
     batches = train_batches(n)
