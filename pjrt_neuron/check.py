@@ -58,7 +58,7 @@ def group(records: list[dict]) -> list[Finding]:
                                              r["source_file"], r["source_line"])
         if r["op_name"]:
             finding.op_names.add(r["op_name"])
-        finding.programs.add(r["program"])
+        finding.programs.add(r.get("program_id", r["program"]))
         finding.instructions += r["count"]
     return sorted(grouped.values(), key=lambda f: (f.source_file, f.source_line, f.check))
 

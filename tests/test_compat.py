@@ -84,6 +84,8 @@ def _env(platform: str, **settings) -> dict:
         env["PJRT_DEVICE"] = "NEURON"
     # Jobs run side by side, each on its own simulated instance: NeuronCores are exclusive.
     env["PJRT_NEURON_LOCK_DIR"] = tempfile.mkdtemp(prefix="pjrt-neuron-compat-locks-")
+    # And each with a compile cache of its own, so every job analyses freshly compiled programs.
+    env["NEURON_COMPILE_CACHE_URL"] = tempfile.mkdtemp(prefix="pjrt-neuron-compat-cache-")
     env.update({k: v for k, v in settings.items() if v is not None})
     return env
 

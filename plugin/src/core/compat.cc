@@ -7,6 +7,8 @@
 #include <set>
 #include <tuple>
 
+#include <unistd.h>
+
 #include "core/wire_format.h"
 
 namespace pjrt_neuron::core {
@@ -24,6 +26,8 @@ constexpr uint32_t kInstructionOpcode = 2;  // HloInstructionProto
 constexpr uint32_t kInstructionShape = 3;
 constexpr uint32_t kInstructionMetadata = 7;
 constexpr uint32_t kInstructionCustomCallTarget = 28;
+constexpr uint32_t kInstructionId = 35;
+constexpr uint32_t kInstructionOperandIds = 36;
 constexpr uint32_t kInstructionCalledComputations = 38;
 constexpr uint32_t kInstructionBackendConfig = 43;
 constexpr uint32_t kInstructionComparisonDirection = 63;
@@ -37,13 +41,18 @@ constexpr uint32_t kMetadataSourceLine = 4;
 
 // xla.PrimitiveType values.
 enum PrimitiveType : int {
-  kS64 = 5, kU64 = 9, kF64 = 12, kTuple = 13, kC64 = 15, kC128 = 18,
+  kS64 = 5, kF64 = 12, kTuple = 13, kC64 = 15, kC128 = 18,
   kF8E5M2 = 19, kF8E4M3FN = 20, kF8E4M3B11FNUZ = 23, kF8E5M2FNUZ = 24, kF8E4M3FNUZ = 25, kF8E4M3 = 28,
+  kF8E3M4 = 29, kS1 = 30, kU1 = 31, kF4E2M1FN = 32, kF8E8M0FNU = 33,
 };
 
-bool IsFp8(int t) { return t == kF8E5M2 || t == kF8E4M3FN || t == kF8E4M3 || (t >= 23 && t <= 25) || t >= 29; }
+// The narrow float formats (fp8, fp4); NeuronCores compute only fp8 e4m3 and e5m2.
+bool IsNarrowFloat(int t) {
+  return t == kF8E5M2 || t == kF8E4M3FN || t == kF8E4M3 || t == kF8E4M3B11FNUZ || t == kF8E5M2FNUZ ||
+         t == kF8E4M3FNUZ || t == kF8E3M4 || t == kF4E2M1FN || t == kF8E8M0FNU;
+}
 bool IsNeuronFp8(int t) { return t == kF8E5M2 || t == kF8E4M3FN || t == kF8E4M3; }
-bool IsInteger(int t) { return (t >= 2 && t <= 9) || t == 21 || t == 22 || t == 26 || t == 27; }
+bool IsInteger(int t) { return (t >= 2 && t <= 9) || t == 21 || t == 22 || t == 26 || t == 27 || t == kS1 || t == kU1; }
 
 struct Shape {
   std::vector<int> element_types;  // every leaf of a tuple
@@ -74,6 +83,8 @@ void ReadShape(const std::string& bytes, Shape* shape) {
 }
 
 struct Instruction {
+  int64_t id = 0;
+  std::vector<int64_t> operand_ids;
   std::string opcode;
   Shape shape;
   std::string op_name;
@@ -102,6 +113,17 @@ void ReadMetadata(const std::string& bytes, Instruction* instruction) {
   }
 }
 
+// A repeated int64 field, packed or not.
+void ReadIds(const Field& f, std::vector<int64_t>* ids) {
+  if (f.wire_type == kVarint) {
+    ids->push_back(static_cast<int64_t>(f.varint));
+  } else if (f.wire_type == kLengthDelimited) {
+    WireReader packed(f.payload);
+    uint64_t id;
+    while (!packed.done() && packed.Varint(&id)) ids->push_back(static_cast<int64_t>(id));
+  }
+}
+
 bool ReadInstruction(const std::string& bytes, Instruction* instruction) {
   WireReader reader(bytes);
   Field f;
@@ -114,15 +136,9 @@ bool ReadInstruction(const std::string& bytes, Instruction* instruction) {
       case fields::kInstructionCustomCallTarget: instruction->custom_call_target = f.payload; break;
       case fields::kInstructionBackendConfig: instruction->backend_config = f.payload; break;
       case fields::kInstructionComparisonDirection: instruction->comparison_direction = f.payload; break;
-      case fields::kInstructionCalledComputations:
-        if (f.wire_type == kVarint) {
-          instruction->called_computations.push_back(static_cast<int64_t>(f.varint));
-        } else if (f.wire_type == kLengthDelimited) {
-          WireReader packed(f.payload);
-          uint64_t id;
-          while (!packed.done() && packed.Varint(&id)) instruction->called_computations.push_back(static_cast<int64_t>(id));
-        }
-        break;
+      case fields::kInstructionId: instruction->id = static_cast<int64_t>(f.varint); break;
+      case fields::kInstructionOperandIds: ReadIds(f, &instruction->operand_ids); break;
+      case fields::kInstructionCalledComputations: ReadIds(f, &instruction->called_computations); break;
       default: break;
     }
   }
@@ -172,7 +188,7 @@ const Check kFloat64{"float64", "float64 values",
                      "neuronx-cc does not support float64", "use float32 (or bfloat16); keep jax_enable_x64 off", true};
 const Check kComplex{"complex", "complex numbers", "neuronx-cc supports complex types only in a few operations",
                      "carry real and imaginary parts as two float32 arrays", true};
-const Check kFp8{"fp8-format", "an fp8 format other than e4m3 / e5m2",
+const Check kFp8{"fp8-format", "an fp8 (or fp4) format other than e4m3 / e5m2",
                  "NeuronCores implement only the fp8 e4m3 and e5m2 formats", "use float8_e4m3fn or float8_e5m2", true};
 const Check kDynamic{"dynamic-shape", "a dynamic shape", "neuronx-cc compiles static shapes only",
                      "pad to a fixed size (bucket the shapes) so every dimension is known when compiling", true};
@@ -227,11 +243,28 @@ class Collector {
   std::vector<CompatFinding> findings_;
 };
 
-bool ComparatorIsPlain(const Computation& comparator) {
+// A comparator orders by LT/LE/GT/GE. Equality between two different values means it breaks
+// ties on further keys; equality with a constant or with itself is NaN / -0.0 handling.
+bool ComparatorIsPlain(const Computation& comparator, const std::map<int64_t, const Computation*>& by_id, int depth) {
+  if (depth > 8) return true;
+  std::map<int64_t, const Instruction*> by_instruction;
+  for (const Instruction& i : comparator.instructions) by_instruction[i.id] = &i;
+  auto is_constant = [&](int64_t id) {
+    auto it = by_instruction.find(id);
+    return it != by_instruction.end() && it->second->opcode == "constant";
+  };
   for (const Instruction& i : comparator.instructions) {
+    for (int64_t called : i.called_computations) {  // the compiler moves comparator bodies into fusions
+      auto it = by_id.find(called);
+      if (it != by_id.end() && !ComparatorIsPlain(*it->second, by_id, depth + 1)) return false;
+    }
     if (i.opcode != "compare") continue;
     const std::string& d = i.comparison_direction;
-    if (d != "LT" && d != "LE" && d != "GT" && d != "GE") return false;
+    if (d == "LT" || d == "LE" || d == "GT" || d == "GE") continue;
+    if (i.operand_ids.size() == 2 && i.operand_ids[0] != i.operand_ids[1] && !is_constant(i.operand_ids[0]) &&
+        !is_constant(i.operand_ids[1])) {
+      return false;
+    }
   }
   return true;
 }
@@ -260,8 +293,8 @@ StatusOr<std::vector<CompatFinding>> AnalyzeHloModule(const std::string& bytes, 
       for (int t : i.shape.element_types) {
         f64 |= t == kF64;
         complex |= t == kC64 || t == kC128;
-        fp8 |= IsFp8(t) && !IsNeuronFp8(t);
-        int64 |= t == kS64 || t == kU64;
+        fp8 |= IsNarrowFloat(t) && !IsNeuronFp8(t);
+        int64 |= t == kS64;  // unsigned 64-bit values are JAX's internal PRNG counters, not user data
       }
       if (i.opcode == "parameter" || i.opcode == "tuple" || i.opcode == "get-tuple-element") {
         // Types are reported where values are computed, not where they pass through.
@@ -287,7 +320,7 @@ StatusOr<std::vector<CompatFinding>> AnalyzeHloModule(const std::string& bytes, 
       if (i.opcode == "sort") {
         for (int64_t id : i.called_computations) {
           auto it = by_id.find(id);
-          if (it != by_id.end() && !ComparatorIsPlain(*it->second)) found.Add(kSortComparator, i);
+          if (it != by_id.end() && !ComparatorIsPlain(*it->second, by_id, 0)) found.Add(kSortComparator, i);
         }
       }
     }
@@ -350,11 +383,15 @@ Status ReportCompatFindings(const CompatSettings& settings, const std::string& p
   if (settings.mode == CompatMode::kOff || findings.empty()) return Status::Ok();
   static std::mutex mutex;
   static std::set<std::string> logged;
+  static int programs_reported = 0;
   std::lock_guard<std::mutex> lock(mutex);
+  // Programs share names (the same function at other shapes), so each compilation gets an id.
+  const std::string program_id = std::to_string(getpid()) + "-" + std::to_string(++programs_reported);
   if (!settings.report_path.empty()) {
     if (FILE* report = std::fopen(settings.report_path.c_str(), "a")) {
       for (const CompatFinding& f : findings) {
-        std::string line = "{\"program\":" + JsonString(program_name) + ",\"check\":" + JsonString(f.check) +
+        std::string line = "{\"program\":" + JsonString(program_name) + ",\"program_id\":" + JsonString(program_id) +
+                           ",\"check\":" + JsonString(f.check) +
                            ",\"what\":" + JsonString(f.what) + ",\"why\":" + JsonString(f.why) +
                            ",\"fix\":" + JsonString(f.fix) +
                            ",\"fails_on_trainium\":" + (f.fails_on_trainium ? "true" : "false") +

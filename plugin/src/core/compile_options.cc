@@ -1,5 +1,6 @@
 #include "core/compile_options.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "core/wire_format.h"
@@ -13,6 +14,7 @@ constexpr uint32_t kDeviceOrdinalField = 1;           // ExecutableBuildOptionsP
 constexpr uint32_t kNumReplicasField = 4;
 constexpr uint32_t kNumPartitionsField = 5;
 constexpr uint32_t kDeviceAssignmentField = 9;
+constexpr uint32_t kDebugOptionsField = 3;  // ExecutableBuildOptionsProto
 constexpr uint32_t kComputationDevicesField = 3;  // DeviceAssignmentProto
 constexpr uint32_t kReplicaDeviceIdsField = 1;    // DeviceAssignmentProto.ComputationDevice
 
@@ -48,6 +50,26 @@ StatusOr<std::string> MapComputationDevice(const std::string& bytes, const Devic
   return rest;
 }
 
+// DebugOptions carries maps, which frameworks serialise in hash order; sorting its fields
+// gives equal options equal bytes, so the compile cache sees them as the same.
+StatusOr<std::string> CanonicalDebugOptions(const std::string& bytes) {
+  std::vector<Field> fields;
+  WireReader reader(bytes);
+  Field f;
+  while (!reader.done()) {
+    if (!reader.Next(&f)) return Malformed("compile_options");
+    fields.push_back(f);
+  }
+  std::stable_sort(fields.begin(), fields.end(), [](const Field& a, const Field& b) {
+    if (a.number != b.number) return a.number < b.number;
+    // Only repeated and map fields repeat a number; their order carries no meaning here.
+    return a.wire_type == kLengthDelimited && b.wire_type == kLengthDelimited && a.raw < b.raw;
+  });
+  std::string out;
+  for (const Field& field : fields) out += field.raw;
+  return out;
+}
+
 StatusOr<std::string> MapBuildOptions(const std::string& bytes, const DeviceIdMap& map, ReplicaLayout* layout) {
   std::string out;
   WireReader reader(bytes);
@@ -62,6 +84,9 @@ StatusOr<std::string> MapBuildOptions(const std::string& bytes, const DeviceIdMa
     } else if (f.number == kDeviceAssignmentField && f.wire_type == kLengthDelimited) {
       PN_ASSIGN_OR_RETURN(std::string mapped, MapDeviceAssignment(f.payload, map));
       AppendBytesField(&out, kDeviceAssignmentField, mapped);
+    } else if (f.number == kDebugOptionsField && f.wire_type == kLengthDelimited) {
+      PN_ASSIGN_OR_RETURN(std::string canonical, CanonicalDebugOptions(f.payload));
+      AppendBytesField(&out, kDebugOptionsField, canonical);
     } else {
       out += f.raw;
     }
