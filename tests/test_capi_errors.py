@@ -199,7 +199,7 @@ def test_more_replicas_than_cores_is_invalid_argument(keeper, client):
     expect_error("PJRT_Client_Compile", INVALID,
                  lambda: client.compile(DOUBLE,
                                         compile_options=P.compile_options_proto(num_replicas=4)),
-                 "4 replicas", "has 2 (trn1.2xlarge)")
+                 "4 replicas", "(trn1.2xlarge) has 2")
     keeper()
 
 

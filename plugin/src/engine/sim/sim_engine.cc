@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -338,7 +339,12 @@ class SimExecutable : public Executable {
     return stats;
   }
 
+  // XLA CPU cannot serialize an executable it deserialized (the object code is gone), so a
+  // loaded executable hands back the bytes it was loaded from.
+  void set_serialized(std::string bytes) { serialized_ = std::move(bytes); }
+
   StatusOr<std::string> Serialize() override {
+    if (serialized_.has_value()) return *serialized_;
     INNER_ARGS(PJRT_Executable_Serialize_Args, args);
     args.executable = executable_;
     PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Executable_Serialize(&args)));
@@ -398,6 +404,7 @@ class SimExecutable : public Executable {
   int num_partitions_ = 1;
   std::vector<OutputShape> outputs_;
   std::vector<int> addressable_cores_;
+  std::optional<std::string> serialized_;
   std::once_flag memory_stats_once_;
   StatusOr<CompiledMemoryStats> memory_stats_ = Status::Ok();
 };
@@ -559,7 +566,10 @@ class SimEngine : public Engine {
       args.overridden_serialized_compile_options_size = overridden_options->size();
     }
     PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Executable_DeserializeAndLoad(&args)));
-    return Finish(args.loaded_executable);
+    auto executable = std::make_unique<SimExecutable>(this, args.loaded_executable);
+    PN_RETURN_IF_ERROR(executable->Init());
+    executable->set_serialized(bytes);
+    return std::unique_ptr<Executable>(std::move(executable));
   }
 
   StatusOr<std::vector<int>> DefaultDeviceAssignment(int num_replicas, int num_partitions) override {
