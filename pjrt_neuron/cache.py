@@ -9,6 +9,7 @@ import ctypes
 import hashlib
 import json
 import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,14 +113,17 @@ def prune(max_bytes: int, cache_dir: Path | None = None) -> list[Entry]:
     return removed
 
 
+_SIZE = re.compile(r"^(\d+(?:\.\d+)?)(B|K|KB|KiB|M|MB|MiB|G|GB|GiB)?$")
+_UNITS = {None: 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KiB": 1 << 10, "M": 1 << 20, "MB": 1 << 20,
+          "MiB": 1 << 20, "G": 1 << 30, "GB": 1 << 30, "GiB": 1 << 30}
+
+
 def parse_size(text: str) -> int:
-    units = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20, "MB": 1 << 20,
-             "MIB": 1 << 20, "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30}
-    number = text.rstrip("KMGiBkmgb")
-    unit = text[len(number):].upper()
-    if unit not in units or not number:
-        raise config.ConfigurationError(f"{text!r} is not a size like 500M or 10G")
-    return int(float(number) * units[unit])
+    """Sizes as the plugin reads PJRT_NEURON_COMPILE_CACHE_MAX_SIZE: 500M, 10G, 1.5GiB, 4096."""
+    match = _SIZE.match(text.strip())
+    if match is None:
+        raise config.ConfigurationError(f"{text!r} is not a size like 500M or 10G (units B, K, M, G)")
+    return int(float(match.group(1)) * _UNITS[match.group(2)])
 
 
 def metrics() -> dict:

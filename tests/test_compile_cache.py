@@ -73,7 +73,8 @@ A = np.arange(6, dtype=np.float32).reshape(2, 3) - 2.5
 
 
 def scaled(k: int) -> str:
-    """A family of distinct small programs: a * k."""
+    """A family of distinct small programs: a * k. For k >= 3 their entries have one size
+    (XLA simplifies a * 1 and a * 2, whose entries are smaller)."""
     return f"""
 func.func @main(%a: tensor<2x3xf32>) -> tensor<2x3xf32> {{
   %k = stablehlo.constant dense<{k}.0> : tensor<2x3xf32>
@@ -330,8 +331,10 @@ def _chain_torch_cache(work: Path) -> dict:
     argv = [sys.executable, str(SCRIPTS / "torch_persistent_cache.py"), str(torch_cache)]
     runs = []
     for i in (1, 2):
+        # TF_CPP_MIN_LOG_LEVEL=1 keeps torch-xla's warnings, which say why a cached executable did not load.
         runs.append(_run(f"torch run {i}", argv, subprocess_env(work / "plugin-cache", PJRT_DEVICE="NEURON",
-                                                                   PJRT_NEURON_COMPILE_CACHE=0)))
+                                                                   PJRT_NEURON_COMPILE_CACHE=0,
+                                                                   TF_CPP_MIN_LOG_LEVEL=1)))
     return {"runs": runs, "dir": torch_cache}
 
 
@@ -870,20 +873,21 @@ def _key_after(directory: Path, before: set[str]) -> str:
 
 def test_eviction_keeps_the_most_recently_used_within_the_limit(plugin_api, cache_dir, monkeypatch):
     made = []
-    compile_in_fresh_client(plugin_api, scaled(1))
+    compile_in_fresh_client(plugin_api, scaled(3))
     made.append(_key_after(cache_dir, set()))
     size = next(cache_dir.glob("*.entry")).stat().st_size
-    # Room for three entries, not four (the sizes differ by a few bytes at most).
+    # Room for three entries, not four.
     monkeypatch.setenv("PJRT_NEURON_COMPILE_CACHE_MAX_SIZE", f"{3.5 * size / 1024:.2f}K")
-    for k in (2, 3, 4):
+    for k in (4, 5, 6):
         before = keys(cache_dir)
         compile_in_fresh_client(plugin_api, scaled(k))
         made.append(_key_after(cache_dir, before))
+    assert {e.size for e in cache.entries(cache_dir)} == {size}
     assert keys(cache_dir) == set(made[1:4])  # the oldest went
     # Using an entry makes it recent: the second is used, so the third goes next.
-    compile_in_fresh_client(plugin_api, scaled(2))
+    compile_in_fresh_client(plugin_api, scaled(4))
     before = keys(cache_dir)
-    compile_in_fresh_client(plugin_api, scaled(5))
+    compile_in_fresh_client(plugin_api, scaled(7))
     made.append(_key_after(cache_dir, before))
     assert keys(cache_dir) == {made[1], made[3], made[4]}
     assert sum(p.stat().st_size for p in cache_dir.glob("*.entry")) <= 3.5 * size
@@ -891,11 +895,11 @@ def test_eviction_keeps_the_most_recently_used_within_the_limit(plugin_api, cach
 
 def test_cache_prune_removes_least_recently_used(plugin_api, cache_dir, capsys):
     made = []
-    for k in range(1, 5):
+    for k in range(3, 7):
         before = keys(cache_dir)
         compile_in_fresh_client(plugin_api, scaled(k))
         made.append(_key_after(cache_dir, before))
-    compile_in_fresh_client(plugin_api, scaled(1))  # used last now
+    compile_in_fresh_client(plugin_api, scaled(3))  # used last now
     sizes = {e.key: e.size for e in cache.entries(cache_dir)}
     limit = int(2.5 * max(sizes.values()))
     code, out = run_cli(capsys, "prune", "--max-size", str(limit))
@@ -905,8 +909,22 @@ def test_cache_prune_removes_least_recently_used(plugin_api, cache_dir, capsys):
     assert keys(cache_dir) == {made[0], made[3]}
     code, out = run_cli(capsys, "prune", "--max-size", "1M")
     assert out.strip() == f"removed 0 entries (0 bytes) from {cache_dir}"
-    assert cli.main(["cache", "prune", "--max-size", "lots"]) == 2
-    assert "500M" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("size", ["lots", "10T", "-5M"])
+def test_cache_prune_rejects_a_bad_size_cleanly(plugin_api, cache_dir, capsys, size):
+    """A usage error (exit 2, a message naming the value, as the plugin's own parser says for
+    PJRT_NEURON_COMPILE_CACHE_MAX_SIZE), not a traceback, and nothing removed."""
+    compile_in_fresh_client(plugin_api)
+    before = entry_names(cache_dir)
+    try:
+        code = cli.main(["cache", "prune", f"--max-size={size}"])
+    finally:
+        after = entry_names(cache_dir)
+    assert after == before, "entries were removed"
+    assert code == 2
+    err = capsys.readouterr().err
+    assert size in err and "500M" in err, err
 
 
 # --------------------------------------------------------------------------
@@ -918,8 +936,8 @@ def test_cache_ls_and_stats(plugin_api, cache_dir, capsys):
     code, out = run_cli(capsys, "stats", "--json")
     assert json.loads(out) == {"directory": str(cache_dir), "entries": 0, "bytes": 0, "corrupt_entries": 0,
                                "failed_compilations": 0}
-    compile_in_fresh_client(plugin_api, scaled(1))
-    compile_in_fresh_client(plugin_api, scaled(2))
+    compile_in_fresh_client(plugin_api, scaled(3))
+    compile_in_fresh_client(plugin_api, scaled(4))
     with pjrt_error(INVALID):
         compile_in_fresh_client(plugin_api, BROKEN)
     found = cache.entries(cache_dir)
@@ -1028,6 +1046,36 @@ def test_torch_xla_cache_second_run_loads(chains):
     assert counters.get("PersistentCacheHit", 0) >= 1, counters
     assert not counters.get("PersistentCacheDeserializeFailure"), counters
     assert second["plugin_metrics"]["compiles"] == 0, second["plugin_metrics"]
+
+
+@pytest.mark.parametrize("visible_core", ["0", "1"])
+def test_precompiled_program_is_found_on_any_visible_core(plugin_api, cache_dir, tmp_path, monkeypatch,
+                                                          visible_core):
+    """The precompile flow in one process: record a program in graph collection mode, compile
+    the record as a `pjrt-neuron precompile` worker does, then compile it normally with the same
+    settings: a hit, also when NEURON_RT_VISIBLE_CORES gives the process a core other than 0
+    (the program then names that core's device id)."""
+    from pjrt_neuron import precompile
+
+    options = {"visible_cores": visible_core}
+    compile_options = P.compile_options_proto(device_ordinal=int(visible_core))
+    records = tmp_path / "records"
+    monkeypatch.setenv("PJRT_NEURON_GRAPH_COLLECTION", str(records))
+    compile_in_fresh_client(plugin_api, options=options, compile_options=compile_options, run=False)
+    monkeypatch.delenv("PJRT_NEURON_GRAPH_COLLECTION")
+    [record] = records.glob("*.program")
+    assert not cache_dir.exists() or not list(cache_dir.glob("*.entry"))  # collecting compiles nothing into it
+    _, outcome, message = precompile._compile_record(str(record))
+    assert outcome == precompile.COMPILED, message
+    assert len(entry_names(cache_dir)) == 1
+
+    counters = Counters()
+    with P.Client(plugin_api, options) as client:
+        executable = client.compile(DOUBLE, compile_options=compile_options)
+        (outputs,) = executable.execute([client.buffer_from_numpy(A)])
+        np.testing.assert_array_equal(outputs[0].to_numpy(), A + A)
+    assert counters.delta()["compiles"] == 0 and counters.delta()["cache_hits"] == 1, counters.delta()
+    assert len(entry_names(cache_dir)) == 1
 
 
 PRECOMPILE_SUMMARY = re.compile(r"pjrt-neuron precompile: (\d+) program\(s\): (\d+) compiled, (\d+) already in the "

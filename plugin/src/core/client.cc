@@ -470,12 +470,12 @@ StatusOr<std::unique_ptr<engine::Executable>> Client::CompileThroughCache(Compil
     if (failure.has_value()) CountMetrics([](CacheMetrics& m) { m.failures_remembered += 1; });
     return failure;
   };
-  if (auto failure = remembered()) return *failure;
   if (auto hit = LoadCached(cache, key)) return std::move(*hit);
+  if (auto failure = remembered()) return *failure;
   // One process compiles; the others wait here, then find its result.
   PN_ASSIGN_OR_RETURN(CompileCache::KeyLock lock, cache.Lock(key));
-  if (auto failure = remembered()) return *failure;
   if (auto hit = LoadCached(cache, key)) return std::move(*hit);
+  if (auto failure = remembered()) return *failure;
   CountMetrics([](CacheMetrics& m) { m.misses += 1; });
   auto compiled = TimedCompile(*engine_, program, normalized);
   if (!compiled.ok()) {
@@ -484,6 +484,7 @@ StatusOr<std::unique_ptr<engine::Executable>> Client::CompileThroughCache(Compil
   }
   auto bytes = compiled.value()->Serialize();
   if (bytes.ok()) cache.Store(key, EntryHeader(compiled.value()->name(), program.format, engine_->description()), *bytes);
+  cache.ForgetFailure(key);
   return compiled;
 }
 
@@ -497,7 +498,8 @@ StatusOr<std::unique_ptr<LoadedExecutable>> Client::Compile(const engine::Progra
   std::unique_ptr<engine::Executable> executable;
   if (!collection.empty()) {
     // Precompile's first pass: record the program; the workers compile it into the cache.
-    RecordProgram(collection, *topology_, program, options);
+    // Recorded with engine-numbered devices, as the client's cache key has them.
+    RecordProgram(collection, *topology_, program, normalized);
     PN_ASSIGN_OR_RETURN(executable, TimedCompile(*engine_, program, normalized));
   } else if (cache_settings.enabled) {
     CompileCache cache(cache_settings);
@@ -562,6 +564,7 @@ StatusOr<bool> CompileForTopologyCached(const Topology& topology, const engine::
   }
   PN_ASSIGN_OR_RETURN(std::string bytes, compiled.value()->Serialize());
   cache.Store(key, EntryHeader(compiled.value()->name(), program.format, engine->description()), bytes);
+  cache.ForgetFailure(key);
   return true;
 }
 

@@ -188,7 +188,10 @@ Status CompileCache::EnsureDirectory() const {
     partial = path.substr(0, slash);
     start = slash + 1;
     if (partial.empty()) continue;
-    if (mkdir(partial.c_str(), settings_.shared ? 0755 : 0700) != 0 && errno != EEXIST) {
+    const mode_t mode = settings_.shared ? 0755 : 0700;
+    if (mkdir(partial.c_str(), mode) == 0) {
+      chmod(partial.c_str(), mode);  // whatever the umask: a shared cache must be reachable
+    } else if (errno != EEXIST) {
       return Unavailable("cannot create the compile cache directory " + partial + ": " + std::strerror(errno));
     }
   }
@@ -254,6 +257,8 @@ void CompileCache::RememberFailure(const std::string& key, const Status& failure
                   std::to_string(static_cast<int>(failure.code())) + "\n" + failure.message(),
                   settings_.shared ? 0644 : 0600);
 }
+
+void CompileCache::ForgetFailure(const std::string& key) { unlink(PathOf(key, ".failed").c_str()); }
 
 CompileCache::KeyLock::~KeyLock() {
   if (fd_ >= 0) close(fd_);

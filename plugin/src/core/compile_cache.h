@@ -53,6 +53,7 @@ class CompileCache {
 
   std::optional<Status> RememberedFailure(const std::string& key);
   void RememberFailure(const std::string& key, const Status& failure);
+  void ForgetFailure(const std::string& key);  // after a retry succeeded
 
   // Held while compiling `key`: others wait, then load what this process stored. The kernel
   // drops the lock if this process dies, so nobody waits for a dead compiler.
