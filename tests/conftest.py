@@ -40,3 +40,9 @@ def client(plugin_api):
     c = pjrt_capi.Client(plugin_api)
     yield c
     c.close()
+
+
+@pytest.fixture(scope="session")
+def cpu_api():
+    """The stock XLA CPU plugin: the reference our simulated cores must match."""
+    return pjrt_capi.Api(pjrt_capi.cpu_plugin_path())

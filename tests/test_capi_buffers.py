@@ -1,6 +1,5 @@
 """PJRT C API: buffers on simulated NeuronCores (host transfers, events, copies)."""
 
-import contextlib
 import ctypes
 import threading
 import time
@@ -10,21 +9,13 @@ import numpy as np
 import pytest
 
 import pjrt_capi as P
+from assertions import pjrt_error
 
 INVALID = P.ErrorCode.INVALID_ARGUMENT
 Semantics = P.HostBufferSemantics
 GIB = 1 << 30
 
 
-@contextlib.contextmanager
-def pjrt_error(code, *fragments):
-    """Expect a PjrtError with `code` whose message contains every fragment."""
-    with pytest.raises(P.PjrtError) as info:
-        yield info
-    err = info.value
-    assert err.code == code, f"got {err.code_name}: {err.message}"
-    for fragment in fragments:
-        assert fragment in err.message, f"{fragment!r} not in {err.message!r}"
 
 
 # (numpy dtype, PJRT element type) for every byte-sized type XLA has.

@@ -4,34 +4,21 @@ Everything goes through the plugin's C entry points with our ctypes client, so
 these tests see exactly what a framework sees.
 """
 
-import contextlib
 import ctypes
 
 import numpy as np
 import pytest
 
 import pjrt_capi as P
+from assertions import pjrt_error
 import pjrt_neuron
 
 INVALID = P.ErrorCode.INVALID_ARGUMENT
 GIB = 1 << 30
 
 
-@contextlib.contextmanager
-def pjrt_error(code, *fragments):
-    """Expect a PjrtError with `code` whose message contains every fragment."""
-    with pytest.raises(P.PjrtError) as info:
-        yield info
-    err = info.value
-    assert err.code == code, f"got {err.code_name}: {err.message}"
-    for fragment in fragments:
-        assert fragment in err.message, f"{fragment!r} not in {err.message!r}"
 
 
-@pytest.fixture(scope="module")
-def cpu_api():
-    """The stock XLA CPU plugin, the reference our simulated cores must match."""
-    return P.Api(P.cpu_plugin_path())
 
 
 def _topology_descriptions(api, topology):

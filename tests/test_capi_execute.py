@@ -4,13 +4,13 @@ Results are checked against numpy and, bit for bit, against the stock XLA CPU
 plugin running the same program on the same inputs.
 """
 
-import contextlib
 import ctypes
 
 import numpy as np
 import pytest
 
 import pjrt_capi as P
+from assertions import pjrt_error
 
 INVALID = P.ErrorCode.INVALID_ARGUMENT
 
@@ -52,20 +52,8 @@ B = np.linspace(-1, 3, 6, dtype=np.float32).reshape(2, 3)
 K = np.array(21, np.int32)
 
 
-@contextlib.contextmanager
-def pjrt_error(code, *fragments):
-    """Expect a PjrtError with `code` whose message contains every fragment."""
-    with pytest.raises(P.PjrtError) as info:
-        yield info
-    err = info.value
-    assert err.code == code, f"got {err.code_name}: {err.message}"
-    for fragment in fragments:
-        assert fragment in err.message, f"{fragment!r} not in {err.message!r}"
 
 
-@pytest.fixture(scope="module")
-def cpu_api():
-    return P.Api(P.cpu_plugin_path())
 
 
 @pytest.fixture

@@ -33,6 +33,7 @@ import numpy as np
 import pytest
 
 import pjrt_capi as P
+from assertions import pjrt_error
 from pjrt_neuron import cache, cli
 
 REPO = Path(__file__).resolve().parent.parent
@@ -154,14 +155,6 @@ def compile_in_fresh_client(api, code=DOUBLE, fmt="mlir", options=None, compile_
         return [o.to_numpy() for o in outputs]
 
 
-@contextlib.contextmanager
-def pjrt_error(code, *fragments):
-    with pytest.raises(P.PjrtError) as info:
-        yield info
-    err = info.value
-    assert err.code == code, f"got {err.code_name}: {err.message}"
-    for fragment in fragments:
-        assert fragment in err.message, f"{fragment!r} not in {err.message!r}"
 
 
 def run_cli(capture, *argv) -> tuple[int, str]:

@@ -29,6 +29,7 @@ import numpy as np
 import pytest
 
 import pjrt_capi as P
+from assertions import pjrt_error
 from pjrt_neuron import instance as instance_info
 
 REPO = Path(__file__).resolve().parents[1]
@@ -92,15 +93,6 @@ def _zero_stats(limit):
             "bytes_reservable_limit": limit, "largest_free_block_bytes": limit}
 
 
-@contextlib.contextmanager
-def pjrt_error(code, *fragments):
-    """Expect a PjrtError with `code` whose message contains every fragment."""
-    with pytest.raises(P.PjrtError) as info:
-        yield info
-    err = info.value
-    assert err.code == code, f"got {err.code_name}: {err.message}"
-    for fragment in fragments:
-        assert fragment in err.message, f"{fragment!r} not in {err.message!r}"
 
 
 @pytest.fixture

@@ -63,6 +63,22 @@ NamedValues::NamedValues(const engine::Attributes& attributes) : attributes_(att
   }
 }
 
+StatusOr<engine::Program> ReadProgram(const PJRT_Program* program, const char* options, size_t options_size,
+                                      std::string* options_out) {
+  if (program == nullptr) return InvalidArgument("`program` is null");
+  PN_REQUIRE_ARGS(program, PJRT_Program, format_size);
+  if (program->format == nullptr) return InvalidArgument("the program has no format; use 'hlo' or 'mlir'");
+  if (options == nullptr && options_size > 0) {
+    return InvalidArgument("`compile_options` is null but its size is " + std::to_string(options_size));
+  }
+  engine::Program read;
+  read.format.assign(program->format, program->format_size);
+  read.code = program->code;
+  read.code_size = program->code_size;
+  options_out->assign(options != nullptr ? options : "", options_size);
+  return read;
+}
+
 StatusOr<engine::Attributes> ReadNamedValues(const PJRT_NamedValue* values, size_t count) {
   engine::Attributes out;
   if (count > 0 && values == nullptr) return InvalidArgument("named values are null but their count is " + std::to_string(count));

@@ -66,6 +66,10 @@ class NamedValues {
   std::vector<PJRT_NamedValue> values_;
 };
 
+// Reads a caller's program and serialized compile options (PJRT_Client_Compile, PJRT_Compile).
+StatusOr<engine::Program> ReadProgram(const PJRT_Program* program, const char* options, size_t options_size,
+                                      std::string* options_out);
+
 // Reads caller-provided named values (create options) into engine attributes.
 StatusOr<engine::Attributes> ReadNamedValues(const PJRT_NamedValue* values, size_t count);
 

@@ -97,17 +97,9 @@ PN_ENTRY(TopologyDescription_Deserialize) {
 PN_ENTRY(Compile) {
   PN_REQUIRE_ARGS(args, PJRT_Compile_Args, executable);
   PN_ASSIGN_OR_RETURN(core::Topology * topology, UnwrapTopology(args->topology));
-  if (args->program == nullptr) return InvalidArgument("`program` is null");
-  PN_REQUIRE_ARGS(args->program, PJRT_Program, format_size);
-  if (args->program->format == nullptr) return InvalidArgument("the program has no format; use 'hlo' or 'mlir'");
-  if (args->compile_options == nullptr && args->compile_options_size > 0) {
-    return InvalidArgument("`compile_options` is null but its size is " + std::to_string(args->compile_options_size));
-  }
-  engine::Program program;
-  program.format.assign(args->program->format, args->program->format_size);
-  program.code = args->program->code;
-  program.code_size = args->program->code_size;
-  std::string options(args->compile_options ? args->compile_options : "", args->compile_options_size);
+  std::string options;
+  PN_ASSIGN_OR_RETURN(engine::Program program,
+                      ReadProgram(args->program, args->compile_options, args->compile_options_size, &options));
   PN_ASSIGN_OR_RETURN(core::ClientOptions settings, core::ResolveClientOptions({}));
   PN_ASSIGN_OR_RETURN(auto compiled,
                       core::CompileForTopology(*topology, program, options, settings.engine_library_path));

@@ -514,21 +514,40 @@ StatusOr<std::unique_ptr<LoadedExecutable>> Client::Compile(const engine::Progra
   return loaded;
 }
 
-StatusOr<std::shared_ptr<CompiledProgram>> CompileForTopology(const Topology& topology, const engine::Program& program,
-                                                              const std::string& options,
-                                                              const std::string& engine_library_path) {
-  engine::EngineOptions engine_options;
-  engine_options.num_cores = topology.shape().total_cores();
-  engine_options.library_path = engine_library_path;
-  PN_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> engine, engine::CreateSimEngine(engine_options));
+namespace {
+
+// An engine with one core per core of the topology, and options whose device ids are the topology's.
+struct TopologyCompile {
+  std::unique_ptr<engine::Engine> engine;
+  std::string normalized_options;
+};
+
+StatusOr<TopologyCompile> PrepareTopologyCompile(const Topology& topology, const engine::Program& program,
+                                                 const std::string& options, const std::string& engine_library_path) {
   const int64_t total = topology.shape().total_cores();
   auto same_ids = [total](int64_t id) -> StatusOr<int64_t> {
     if (id < 0 || id >= total) return InvalidArgument("the program names device id " + std::to_string(id) +
                                                       ", which the topology does not have");
     return id;
   };
-  PN_ASSIGN_OR_RETURN(std::string normalized,
+  TopologyCompile prepared;
+  PN_ASSIGN_OR_RETURN(prepared.normalized_options,
                       PrepareCompile(program, options, same_ids, total, std::string(topology.instance().name)));
+  engine::EngineOptions engine_options;
+  engine_options.num_cores = static_cast<int>(total);
+  engine_options.library_path = engine_library_path;
+  PN_ASSIGN_OR_RETURN(prepared.engine, engine::CreateSimEngine(engine_options));
+  return prepared;
+}
+
+}  // namespace
+
+StatusOr<std::shared_ptr<CompiledProgram>> CompileForTopology(const Topology& topology, const engine::Program& program,
+                                                              const std::string& options,
+                                                              const std::string& engine_library_path) {
+  PN_ASSIGN_OR_RETURN(TopologyCompile prepared, PrepareTopologyCompile(topology, program, options, engine_library_path));
+  std::unique_ptr<engine::Engine>& engine = prepared.engine;
+  const std::string& normalized = prepared.normalized_options;
   PN_ASSIGN_OR_RETURN(auto executable, TimedCompile(*engine, program, normalized));
   auto compiled = std::make_shared<CompiledProgram>();
   compiled->engine_executable = std::move(executable);
@@ -539,18 +558,9 @@ StatusOr<std::shared_ptr<CompiledProgram>> CompileForTopology(const Topology& to
 StatusOr<bool> CompileForTopologyCached(const Topology& topology, const engine::Program& program,
                                         const std::string& options, const std::string& engine_library_path,
                                         const CacheSettings& cache_settings) {
-  engine::EngineOptions engine_options;
-  engine_options.num_cores = topology.shape().total_cores();
-  engine_options.library_path = engine_library_path;
-  PN_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> engine, engine::CreateSimEngine(engine_options));
-  const int64_t total = topology.shape().total_cores();
-  auto same_ids = [total](int64_t id) -> StatusOr<int64_t> {
-    if (id < 0 || id >= total) return InvalidArgument("the program names device id " + std::to_string(id) +
-                                                      ", which the topology does not have");
-    return id;
-  };
-  PN_ASSIGN_OR_RETURN(std::string normalized,
-                      PrepareCompile(program, options, same_ids, total, std::string(topology.instance().name)));
+  PN_ASSIGN_OR_RETURN(TopologyCompile prepared, PrepareTopologyCompile(topology, program, options, engine_library_path));
+  std::unique_ptr<engine::Engine>& engine = prepared.engine;
+  const std::string& normalized = prepared.normalized_options;
   CompileCache cache(cache_settings);
   const std::string key = CompileCacheKey(engine->description(), topology, program, normalized);
   if (cache.Load(key).has_value()) return false;
