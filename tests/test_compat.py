@@ -15,12 +15,13 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+import job_pool
+from job_pool import Job, JobPool, uses, wanted_jobs
 
 REPO = Path(__file__).resolve().parent.parent
 PROGRAMS = REPO / "tests" / "compat_programs"
@@ -68,13 +69,6 @@ def line_of(path: Path, name: str) -> int:
 # ---------------------------------------------------------------- subprocesses
 
 
-@dataclass
-class Job:
-    argv: list
-    env: dict
-    report: str | None = None  # PJRT_NEURON_COMPAT_REPORT of a direct run
-
-
 def _env(platform: str, **settings) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
@@ -100,7 +94,7 @@ def _direct(*script_args, **settings) -> Job:
     """jax_modes.py run directly, its findings appended to a report file of its own."""
     report = os.path.join(tempfile.mkdtemp(prefix="pjrt-neuron-compat-report-"), "findings.jsonl")
     env = _env("jax", PJRT_NEURON_COMPAT_REPORT=report, **settings)
-    return Job([sys.executable, str(JAX_MODES), *script_args], env, report)
+    return Job([sys.executable, str(JAX_MODES), *script_args], env, data=report)
 
 
 def _jobs() -> dict:
@@ -129,18 +123,8 @@ def _jobs() -> dict:
 
 
 @dataclass
-class Result:
-    name: str
-    argv: list
-    returncode: int
-    stdout: str
-    stderr: str
-    seconds: float
-    report: str | None
-
-    def describe(self) -> str:
-        return (f"{self.name}: {' '.join(self.argv)}\nexit {self.returncode} after {self.seconds:.0f} s\n"
-                f"--- stdout (tail) ---\n{self.stdout[-4000:]}\n--- stderr (tail) ---\n{self.stderr[-4000:]}")
+class Result(job_pool.Result):
+    report: str | None = None  # PJRT_NEURON_COMPAT_REPORT of a direct run (the job's data)
 
     def results(self) -> dict:
         """The `RESULT {json}` lines the program printed, by case (or torch program) name."""
@@ -177,54 +161,15 @@ class Result:
 
 
 def _run(name: str, job: Job) -> Result:
-    start = time.monotonic()
-    try:
-        p = subprocess.run(job.argv, env=job.env, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT)
-        return Result(name, job.argv, p.returncode, p.stdout, p.stderr, time.monotonic() - start, job.report)
-    except subprocess.TimeoutExpired as e:
-        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-        err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
-        return Result(name, job.argv, -1, out, err + f"\n[timed out after {TIMEOUT} s]",
-                      time.monotonic() - start, job.report)
-
-
-def uses(*names):
-    """Records which subprocess results a test reads (plain attribute: no marker to register)."""
-    def mark(test):
-        test.compat_jobs = names
-        return test
-    return mark
-
-
-class Runner:
-    def __init__(self, names):
-        self.jobs = _jobs()
-        # Two cores: three workers keep both busy while a process waits on start-up or I/O.
-        self.pool = ThreadPoolExecutor(max_workers=3)
-        self.futures = {}
-        for name in self.jobs:  # in _jobs() order: longest first
-            if name in names:
-                self._submit(name)
-
-    def _submit(self, name):
-        if name not in self.futures:
-            self.futures[name] = self.pool.submit(_run, name, self.jobs[name])
-        return self.futures[name]
-
-    def __getitem__(self, name) -> Result:
-        return self._submit(name).result()
+    return Result(**vars(job_pool.run(name, job, REPO, TIMEOUT)), report=job.data)
 
 
 @pytest.fixture(scope="module")
 def runs(request):
     """Starts every subprocess that the selected tests of this module read, all at once."""
-    wanted = set()
-    for item in request.session.items:
-        if getattr(item, "module", None) is request.module:
-            wanted.update(getattr(item.function, "compat_jobs", ()))
-    runner = Runner(wanted)
-    yield runner
-    runner.pool.shutdown(wait=True, cancel_futures=True)
+    # Two cores: three workers keep both busy while a process waits on start-up or I/O.
+    with JobPool(_jobs(), wanted_jobs(request), workers=3, run=_run) as pool:
+        yield pool
 
 
 def findings_at(report: dict, path: Path, line: int) -> list:

@@ -14,6 +14,7 @@ run on a small pool while the in-process tests go on.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -25,15 +26,15 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+import job_pool
 import pjrt_capi as P
 from assertions import pjrt_error
+from job_pool import Job, JobPool, uses, wanted_jobs
 from pjrt_neuron import cache, cli
 
 REPO = Path(__file__).resolve().parent.parent
@@ -267,38 +268,8 @@ def compile_program_argv(program: Path, data: Path, go: Path | None = None) -> l
 # --------------------------------------------------------------------------
 
 
-@dataclass
-class Result:
-    name: str
-    returncode: int
-    stdout: str
-    stderr: str
-    seconds: float
-
-    def describe(self) -> str:
-        return (f"{self.name}: exit {self.returncode} after {self.seconds:.0f} s\n"
-                f"--- stdout (tail) ---\n{self.stdout[-3000:]}\n--- stderr (tail) ---\n{self.stderr[-5000:]}")
-
-    def ok(self) -> "Result":
-        assert self.returncode == 0, self.describe()
-        return self
-
-    def json(self) -> dict:
-        self.ok()
-        lines = self.stdout.strip().splitlines()
-        assert lines, self.describe()
-        return json.loads(lines[-1])
-
-
-def _run(name: str, argv: list, env: dict) -> Result:
-    start = time.monotonic()
-    try:
-        p = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT)
-        return Result(name, p.returncode, p.stdout, p.stderr, time.monotonic() - start)
-    except subprocess.TimeoutExpired as e:
-        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-        err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
-        return Result(name, -1, out, err + f"\n[timed out after {TIMEOUT} s]", time.monotonic() - start)
+def _run(name: str, argv: list, env: dict) -> job_pool.Result:
+    return job_pool.run(name, Job(argv, env), REPO, TIMEOUT)
 
 
 def _cli_argv() -> list[str]:
@@ -350,25 +321,15 @@ CHAINS = {  # longest first
 }
 
 
-def uses(*names):
-    """Records which chains a test reads (a plain attribute: no marker to register)."""
-    def mark(test):
-        test.cache_chains = names
-        return test
-    return mark
-
-
 @pytest.fixture(scope="module", autouse=True)
 def chains(request, tmp_path_factory):
     """Starts the chains the selected tests of this module read, all at once, on two workers."""
-    wanted = set()
-    for item in request.session.items:
-        if getattr(item, "module", None) is request.module:
-            wanted.update(getattr(getattr(item, "function", None), "cache_chains", ()))
-    pool = ThreadPoolExecutor(max_workers=2)
-    futures = {name: pool.submit(fn, tmp_path_factory.mktemp(name)) for name, fn in CHAINS.items() if name in wanted}
-    yield {name: future for name, future in futures.items()}
-    pool.shutdown(wait=True, cancel_futures=True)
+    wanted = wanted_jobs(request)
+    # Directories made here, in the main thread, and only for the chains that run.
+    jobs = {name: functools.partial(fn, tmp_path_factory.mktemp(name)) for name, fn in CHAINS.items()
+            if name in wanted}
+    with JobPool(jobs, wanted, workers=2, run=lambda name, chain: chain()) as pool:
+        yield dict(pool.futures)
 
 
 # --------------------------------------------------------------------------

@@ -23,14 +23,10 @@ Subprocesses start together up front on a small pool (the machine may have only 
 from __future__ import annotations
 
 import ctypes
-import json
+import functools
 import os
-import subprocess
 import sys
 import tempfile
-import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 import jax
@@ -38,7 +34,9 @@ import numpy as np
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
+import job_pool
 import pjrt_capi
+from job_pool import Job, JobPool, uses, wanted_jobs
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPTS = REPO / "tests" / "spmd_scripts"
@@ -60,12 +58,6 @@ _SCRUBBED = (
 
 
 # ---------------------------------------------------------------- subprocesses
-
-
-@dataclass
-class Job:
-    argv: list
-    env: dict
 
 
 def _env(**settings) -> dict:
@@ -96,78 +88,15 @@ def _jobs() -> dict:
     }
 
 
-@dataclass
-class Result:
-    name: str
-    argv: list
-    returncode: int
-    stdout: str
-    stderr: str
-    seconds: float
-
-    def describe(self) -> str:
-        return (f"{self.name}: {' '.join(self.argv)}\nexit {self.returncode} after {self.seconds:.0f} s\n"
-                f"--- stdout (tail) ---\n{self.stdout[-2000:]}\n--- stderr (tail) ---\n{self.stderr[-6000:]}")
-
-    def json(self) -> dict:
-        assert self.returncode == 0, self.describe()
-        lines = self.stdout.strip().splitlines()
-        assert lines, self.describe()
-        return json.loads(lines[-1])
-
-
-def _run(name: str, job: Job) -> Result:
-    start = time.monotonic()
-    try:
-        p = subprocess.run(job.argv, env=job.env, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT)
-        return Result(name, job.argv, p.returncode, p.stdout, p.stderr, time.monotonic() - start)
-    except subprocess.TimeoutExpired as e:
-        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-        err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
-        return Result(name, job.argv, -1, out, err + f"\n[timed out after {TIMEOUT} s]", time.monotonic() - start)
-
-
-def uses(*names):
-    """Records which subprocess results a test reads."""
-    def mark(test):
-        test.spmd_jobs = names
-        return test
-    return mark
-
-
-class Runner:
-    def __init__(self, names):
-        self.jobs = _jobs()
-        self.pool = ThreadPoolExecutor(max_workers=3)
-        self.futures = {}
-        self.cache = {}
-        for name in self.jobs:
-            if name in names:
-                self._submit(name)
-
-    def _submit(self, name):
-        if name not in self.futures:
-            self.futures[name] = self.pool.submit(_run, name, self.jobs[name])
-        return self.futures[name]
-
-    def __getitem__(self, name) -> Result:
-        return self._submit(name).result()
-
-    def report(self, name) -> dict:
-        if name not in self.cache:
-            self.cache[name] = self[name].json()
-        return self.cache[name]
+class Runner(JobPool):
+    report = JobPool.json  # the name the tests read the cached JSON by
 
 
 @pytest.fixture(scope="module")
 def results(request):
-    wanted = set()
-    for item in request.session.items:
-        if getattr(item, "module", None) is request.module:
-            wanted.update(getattr(item.function, "spmd_jobs", ()))
-    runner = Runner(wanted)
-    yield runner
-    runner.pool.shutdown(wait=True, cancel_futures=True)
+    with Runner(_jobs(), wanted_jobs(request), workers=3,
+                run=functools.partial(job_pool.run, cwd=REPO, timeout=TIMEOUT)) as pool:
+        yield pool
 
 
 @pytest.fixture(scope="module")

@@ -8,18 +8,18 @@ subprocesses the selected tests need are started together up front on a small po
 
 from __future__ import annotations
 
-import json
+import functools
 import os
 import re
 import subprocess
 import sys
 import tempfile
-import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+import job_pool
+from job_pool import Job, JobPool, uses, wanted_jobs
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPTS = REPO / "tests" / "torch_scripts"
@@ -46,12 +46,6 @@ def _cli(what: str) -> str:
     """`pjrt-neuron library-path` / `engine-path`, as a user would run them."""
     argv = [str(CLI)] if CLI.exists() else [sys.executable, "-m", "pjrt_neuron"]
     return subprocess.run([*argv, what], check=True, capture_output=True, text=True).stdout.strip()
-
-
-@dataclass
-class Job:
-    argv: list
-    env: dict
 
 
 def _env(**settings) -> dict:
@@ -91,79 +85,13 @@ def _jobs() -> dict:
     }
 
 
-@dataclass
-class Result:
-    name: str
-    returncode: int
-    stdout: str
-    stderr: str
-    seconds: float
-
-    def describe(self) -> str:
-        return (f"{self.name}: exit {self.returncode} after {self.seconds:.0f} s\n"
-                f"--- stdout (tail) ---\n{self.stdout[-3000:]}\n--- stderr (tail) ---\n{self.stderr[-6000:]}")
-
-    def ok(self) -> "Result":
-        assert self.returncode == 0, self.describe()
-        return self
-
-    def json(self) -> dict:
-        self.ok()
-        lines = self.stdout.strip().splitlines()
-        assert lines, self.describe()
-        return json.loads(lines[-1])
-
-
-def _run(name: str, job: Job) -> Result:
-    start = time.monotonic()
-    try:
-        p = subprocess.run(job.argv, env=job.env, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT)
-        return Result(name, p.returncode, p.stdout, p.stderr, time.monotonic() - start)
-    except subprocess.TimeoutExpired as e:
-        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-        err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
-        return Result(name, -1, out, err + f"\n[timed out after {TIMEOUT} s]", time.monotonic() - start)
-
-
-def uses(*names):
-    """Records which subprocess results a test reads (plain attribute: no marker to register)."""
-    def mark(test):
-        test.torch_jobs = names
-        return test
-    return mark
-
-
-class Runner:
-    """Runs the scripts on a small pool; results are read by name."""
-
-    def __init__(self, names):
-        self.jobs = _jobs()
-        # Two cores: three workers keep both busy while a process waits on start-up or I/O.
-        self.pool = ThreadPoolExecutor(max_workers=3)
-        self.futures = {}
-        for name in self.jobs:  # in _jobs() order: longest first
-            if name in names:
-                self._submit(name)
-
-    def _submit(self, name):
-        if name not in self.futures:
-            self.futures[name] = self.pool.submit(_run, name, self.jobs[name])
-        return self.futures[name]
-
-    def __getitem__(self, name) -> Result:
-        return self._submit(name).result()
-
-
 @pytest.fixture(scope="module")
 def results(request):
     """Starts every subprocess that the selected tests of this module read, all at once."""
-    wanted = set()
-    for item in request.session.items:
-        if getattr(item, "module", None) is request.module:
-            wanted.update(getattr(item.function, "torch_jobs", ()))
-    runner = Runner(wanted)
-    yield runner
-    runner.pool.shutdown(wait=True, cancel_futures=True)
+    # Two cores: three workers keep both busy while a process waits on start-up or I/O.
+    with JobPool(_jobs(), wanted_jobs(request), workers=3,
+                 run=functools.partial(job_pool.run, cwd=REPO, timeout=TIMEOUT)) as pool:
+        yield pool
 
 
 # ---------------------------------------------------------------- training parity
