@@ -135,10 +135,11 @@ std::string MetricsJson() {
 }
 
 StatusOr<CacheSettings> ReadCacheSettings() {
-  static std::once_flag metrics_at_exit;
-  std::call_once(metrics_at_exit, [] {
+  static const bool metrics_at_exit = [] {
     if (Env("PJRT_NEURON_CACHE_METRICS") == "1") std::atexit(PrintMetricsAtExit);
-  });
+    return true;
+  }();
+  (void)metrics_at_exit;
   CacheSettings settings;
   std::string enabled = Env("PJRT_NEURON_COMPILE_CACHE");
   if (!enabled.empty() && enabled != "0" && enabled != "1") {

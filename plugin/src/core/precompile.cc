@@ -54,13 +54,14 @@ std::string CompileCacheKey(const std::string& engine_description, const Topolog
 
 void RecordProgram(const std::string& directory, const Topology& topology, const engine::Program& program,
                    const std::string& options) {
-  static std::once_flag warned;
-  std::call_once(warned, [&] {
+  static const bool warned = [&] {
     std::fprintf(stderr,
                  "pjrt-neuron: GRAPH COLLECTION MODE (PJRT_NEURON_GRAPH_COLLECTION=%s): programs are recorded for "
                  "`pjrt-neuron precompile` and NOT run; every result of this run is meaningless\n",
                  directory.c_str());
-  });
+    return true;
+  }();
+  (void)warned;
   std::string record(kRecordMagic, kRecordMagicSize);
   PutString(&record, topology.instance().name);
   PutString(&record, std::to_string(topology.shape().logical_nc_config));

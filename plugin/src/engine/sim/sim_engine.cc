@@ -321,7 +321,13 @@ class SimExecutable : public Executable {
 
   // Asked on every execution (HBM check), so computed once.
   StatusOr<CompiledMemoryStats> MemoryStats() override {
-    std::call_once(memory_stats_once_, [this] { memory_stats_ = ComputeMemoryStats(); });
+    // A mutex, not std::call_once: call_once's thread-local state would leak out of the
+    // library's export list when libstdc++ is linked statically.
+    std::lock_guard<std::mutex> lock(memory_stats_mutex_);
+    if (!memory_stats_computed_) {
+      memory_stats_ = ComputeMemoryStats();
+      memory_stats_computed_ = true;
+    }
     return memory_stats_;
   }
 
@@ -405,7 +411,8 @@ class SimExecutable : public Executable {
   std::vector<OutputShape> outputs_;
   std::vector<int> addressable_cores_;
   std::optional<std::string> serialized_;
-  std::once_flag memory_stats_once_;
+  std::mutex memory_stats_mutex_;
+  bool memory_stats_computed_ = false;
   StatusOr<CompiledMemoryStats> memory_stats_ = Status::Ok();
 };
 
