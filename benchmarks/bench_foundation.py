@@ -82,11 +82,13 @@ def example_seconds(script: str, env_update: dict[str, str], epochs: int) -> flo
 
 def bench_examples(quick: bool) -> None:
     epochs = 5 if quick else 20
+    # The stock backends have no persistent compile cache, so neither may the plugin here.
+    no_cache = {"PJRT_NEURON_COMPILE_CACHE": "0"}
     report(f"torch-xla digits training ({epochs} epochs)",
-           example_seconds("train_digits_torch.py", {"PJRT_DEVICE": "NEURON"}, epochs),
+           example_seconds("train_digits_torch.py", {"PJRT_DEVICE": "NEURON", **no_cache}, epochs),
            example_seconds("train_digits_torch.py", {"PJRT_DEVICE": "CPU", "CPU_NUM_DEVICES": "1"}, epochs), "s")
     report(f"jax digits training ({epochs} epochs)",
-           example_seconds("train_digits_jax.py", {"JAX_PLATFORMS": "neuron"}, epochs),
+           example_seconds("train_digits_jax.py", {"JAX_PLATFORMS": "neuron", **no_cache}, epochs),
            example_seconds("train_digits_jax.py", {"JAX_PLATFORMS": "cpu"}, epochs), "s")
 
 

@@ -699,8 +699,10 @@ StatusOr<ExecuteResult> LoadedExecutable::Execute(const std::vector<std::vector<
                       engine_executable().Execute(engine_args, options,
                                                   only_device != nullptr ? only_device->core() : -1));
   for (Device* target : targets) target->NotePeak(transient);
-  for (const auto& list : args) {
-    for (Buffer* b : list) b->IsDeleted();  // donated inputs stop counting against HBM
+  if (!stats.ok() || stats->alias_size_in_bytes > 0) {
+    for (const auto& list : args) {
+      for (Buffer* b : list) b->IsDeleted();  // donated inputs stop counting against HBM
+    }
   }
   ExecuteResult result;
   for (auto& outputs : run.outputs) {

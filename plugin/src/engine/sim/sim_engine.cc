@@ -166,6 +166,8 @@ EventRef WrapEvent(const PJRT_Api* api, PJRT_Event* event) {
 class SimBuffer : public Buffer {
  public:
   SimBuffer(SimEngine* engine, PJRT_Buffer* buffer);
+  // An execution's output: its shape and place are known, so the engine is not asked again.
+  SimBuffer(SimEngine* engine, PJRT_Buffer* buffer, const OutputShape& shape, int core);
   ~SimBuffer() override {
     INNER_ARGS(PJRT_Buffer_Destroy_Args, args);
     args.buffer = buffer_;
@@ -510,6 +512,9 @@ class SimEngine : public Engine {
     return -1;
   }
   std::unique_ptr<Buffer> Wrap(PJRT_Buffer* buffer) { return std::make_unique<SimBuffer>(this, buffer); }
+  std::unique_ptr<Buffer> WrapOutput(PJRT_Buffer* buffer, const OutputShape& shape, int core) {
+    return std::make_unique<SimBuffer>(this, buffer, shape, core);
+  }
 
   std::string description() override { return "XLA CPU (PJRT " + version_ + ")"; }
   int num_cores() override { return static_cast<int>(devices_.size()); }
@@ -613,6 +618,10 @@ SimBuffer::SimBuffer(SimEngine* engine, PJRT_Buffer* buffer) : engine_(engine), 
   dims.buffer = buffer_;
   if (TakeError(api_, api_->PJRT_Buffer_Dimensions(&dims)).ok()) dims_.assign(dims.dims, dims.dims + dims.num_dims);
 }
+
+SimBuffer::SimBuffer(SimEngine* engine, PJRT_Buffer* buffer, const OutputShape& shape, int core)
+    : engine_(engine), api_(engine->api()), buffer_(buffer), type_(shape.type), dims_(shape.dims), core_(core),
+      memory_kind_(shape.memory_kind) {}
 
 int SimBuffer::core() {
   if (core_ < 0) {
@@ -746,7 +755,11 @@ StatusOr<ExecuteResult> SimExecutable::Execute(const std::vector<std::vector<Buf
   ExecuteResult result;
   result.outputs.resize(num_devices);
   for (size_t d = 0; d < num_devices; ++d) {
-    for (PJRT_Buffer* out : inner_outputs[d]) result.outputs[d].push_back(engine_->Wrap(out));
+    const int core = only_core >= 0 ? only_core : (d < addressable_cores_.size() ? addressable_cores_[d] : -1);
+    for (size_t o = 0; o < num_outputs; ++o) {
+      PJRT_Buffer* out = inner_outputs[d][o];
+      result.outputs[d].push_back(core >= 0 ? engine_->WrapOutput(out, outputs_[o], core) : engine_->Wrap(out));
+    }
     result.completions.push_back(WrapEvent(api_, events[d]));
   }
   return result;
