@@ -16,20 +16,11 @@ import numpy as np
 import pytest
 
 import pjrt_capi as P
+from programs import DOUBLE, DONATING
 
 INVALID = P.ErrorCode.INVALID_ARGUMENT
 
-DOUBLE = """
-func.func @main(%a: tensor<2x3xf32>) -> tensor<2x3xf32> {
-  %0 = stablehlo.add %a, %a : tensor<2x3xf32>
-  return %0 : tensor<2x3xf32>
-}"""
 
-DONATING = """
-func.func @main(%a: tensor<2x3xf32> {tf.aliasing_output = 0 : i32}) -> tensor<2x3xf32> {
-  %0 = stablehlo.add %a, %a : tensor<2x3xf32>
-  return %0 : tensor<2x3xf32>
-}"""
 
 A = np.arange(6, dtype=np.float32).reshape(2, 3)
 

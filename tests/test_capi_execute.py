@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import pjrt_capi as P
+from programs import DOUBLE, DONATING, PER_REPLICA
 from assertions import pjrt_error
 
 INVALID = P.ErrorCode.INVALID_ARGUMENT
@@ -24,28 +25,8 @@ func.func @main(%a: tensor<2x3xf32>, %b: tensor<2x3xf32>, %k: tensor<i32>)
   return %0, %1, %2 : tensor<2x3xf32>, tensor<3x2xf32>, tensor<i32>
 }"""
 
-DOUBLE = """
-func.func @main(%a: tensor<2x3xf32>) -> tensor<2x3xf32> {
-  %0 = stablehlo.add %a, %a : tensor<2x3xf32>
-  return %0 : tensor<2x3xf32>
-}"""
 
-# The argument may be reused for the result (what jax's donate_argnums emits).
-DONATING = """
-func.func @main(%a: tensor<2x3xf32> {tf.aliasing_output = 0 : i32}) -> tensor<2x3xf32> {
-  %0 = stablehlo.add %a, %a : tensor<2x3xf32>
-  return %0 : tensor<2x3xf32>
-}"""
 
-# Each replica adds its replica id, so the two cores give different answers.
-PER_REPLICA = """
-func.func @main(%a: tensor<2xf32>) -> tensor<2xf32> {
-  %r = stablehlo.replica_id : tensor<ui32>
-  %f = stablehlo.convert %r : (tensor<ui32>) -> tensor<f32>
-  %b = stablehlo.broadcast_in_dim %f, dims = [] : (tensor<f32>) -> tensor<2xf32>
-  %s = stablehlo.add %a, %b : tensor<2xf32>
-  return %s : tensor<2xf32>
-}"""
 
 A = np.arange(6, dtype=np.float32).reshape(2, 3) - 2.5
 B = np.linspace(-1, 3, 6, dtype=np.float32).reshape(2, 3)

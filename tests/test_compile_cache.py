@@ -34,6 +34,7 @@ import pytest
 import job_pool
 import pjrt_capi as P
 from assertions import pjrt_error
+from programs import DOUBLE
 from job_pool import Job, JobPool, uses, wanted_jobs
 from pjrt_neuron import cache, cli
 
@@ -63,11 +64,6 @@ _SCRUBBED = _CACHE_SETTINGS + (
 # Programs
 # --------------------------------------------------------------------------
 
-DOUBLE = """
-func.func @main(%a: tensor<2x3xf32>) -> tensor<2x3xf32> {
-  %0 = stablehlo.add %a, %a : tensor<2x3xf32>
-  return %0 : tensor<2x3xf32>
-}"""
 
 BROKEN = DOUBLE.replace("stablehlo.add", "stablehlo.bogus_op")  # does not parse: INVALID_ARGUMENT
 

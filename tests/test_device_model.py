@@ -29,6 +29,7 @@ import numpy as np
 import pytest
 
 import pjrt_capi as P
+from programs import PER_REPLICA
 from assertions import pjrt_error
 from pjrt_neuron import instance as instance_info
 
@@ -403,21 +404,13 @@ def test_visible_cores_4_to_7_on_trn1_32xlarge(plugin_api, lock_dir):
         for d in devices:
             assert [m.addressable_by_devices[0].id for m in d.addressable_memories] == [d.id, d.id]
         # Computations run where asked: one replica on the first visible core, two on the first two.
-        per_replica = """
-        func.func @main(%a: tensor<2xf32>) -> tensor<2xf32> {
-          %r = stablehlo.replica_id : tensor<ui32>
-          %f = stablehlo.convert %r : (tensor<ui32>) -> tensor<f32>
-          %b = stablehlo.broadcast_in_dim %f, dims = [] : (tensor<f32>) -> tensor<2xf32>
-          %s = stablehlo.add %a, %b : tensor<2xf32>
-          return %s : tensor<2xf32>
-        }"""
-        one = c.compile(per_replica)
+        one = c.compile(PER_REPLICA)
         assert [d.id for d in one.addressable_devices] == [4]
         x = c.buffer_from_numpy(np.array([1, 2], np.float32), device=devices[0])
         ((out,),) = one.execute([x])
         assert out.device.id == 4
         np.testing.assert_array_equal(out.to_numpy(), [1, 2])
-        two = c.compile(per_replica, compile_options=P.compile_options_proto(num_replicas=2))
+        two = c.compile(PER_REPLICA, compile_options=P.compile_options_proto(num_replicas=2))
         assert [d.id for d in two.addressable_devices] == [4, 5]
         y = c.buffer_from_numpy(np.array([1, 2], np.float32), device=devices[1])
         outs = two.execute([[x], [y]])

@@ -1,0 +1,24 @@
+"""StableHLO programs shared by the C API level tests."""
+
+DOUBLE = """
+func.func @main(%a: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = stablehlo.add %a, %a : tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}"""
+
+# The argument may be reused for the result (what jax's donate_argnums emits).
+DONATING = """
+func.func @main(%a: tensor<2x3xf32> {tf.aliasing_output = 0 : i32}) -> tensor<2x3xf32> {
+  %0 = stablehlo.add %a, %a : tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}"""
+
+# Each replica adds its replica id, so the cores give different answers.
+PER_REPLICA = """
+func.func @main(%a: tensor<2xf32>) -> tensor<2xf32> {
+  %r = stablehlo.replica_id : tensor<ui32>
+  %f = stablehlo.convert %r : (tensor<ui32>) -> tensor<f32>
+  %b = stablehlo.broadcast_in_dim %f, dims = [] : (tensor<f32>) -> tensor<2xf32>
+  %s = stablehlo.add %a, %b : tensor<2xf32>
+  return %s : tensor<2xf32>
+}"""
