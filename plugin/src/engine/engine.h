@@ -50,8 +50,6 @@ class Buffer {
   virtual StatusOr<EventRef> ReadyEvent() = 0;
   // Fills `layout` (whose lifetime is the buffer's) with the device layout.
   virtual Status GetMemoryLayout(PJRT_Buffer_MemoryLayout* layout) = 0;
-  virtual StatusOr<std::vector<int64_t>> UnpaddedDims() = 0;
-  virtual StatusOr<std::vector<size_t>> DynamicDimensionIndices() = 0;
   virtual void Delete() = 0;
   virtual bool IsDeleted() = 0;
   virtual StatusOr<uintptr_t> UnsafePointer() = 0;

@@ -225,20 +225,6 @@ class SimBuffer : public Buffer {
     return Status::Ok();
   }
 
-  StatusOr<std::vector<int64_t>> UnpaddedDims() override {
-    INNER_ARGS(PJRT_Buffer_UnpaddedDimensions_Args, args);
-    args.buffer = buffer_;
-    PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Buffer_UnpaddedDimensions(&args)));
-    return std::vector<int64_t>(args.unpadded_dims, args.unpadded_dims + args.num_dims);
-  }
-
-  StatusOr<std::vector<size_t>> DynamicDimensionIndices() override {
-    INNER_ARGS(PJRT_Buffer_DynamicDimensionIndices_Args, args);
-    args.buffer = buffer_;
-    PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Buffer_DynamicDimensionIndices(&args)));
-    return std::vector<size_t>(args.dynamic_dim_indices, args.dynamic_dim_indices + args.num_dynamic_dims);
-  }
-
   void Delete() override {
     INNER_ARGS(PJRT_Buffer_Delete_Args, args);
     args.buffer = buffer_;
