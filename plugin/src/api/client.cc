@@ -39,6 +39,18 @@ PN_ENTRY(Client_ProcessIndex) {
   return Status::Ok();
 }
 
+// The framework's view of its peers' health. The instance daemon sees peers leave on its own
+// (their connection closes), so the states are checked, not acted on.
+PN_ENTRY(Client_UpdateGlobalProcessInfo) {
+  PN_REQUIRE_ARGS(args, PJRT_Client_UpdateGlobalProcessInfo_Args, num_process_infos);
+  PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
+  (void)client;
+  if (args->num_process_infos > 0 && args->process_infos == nullptr) {
+    return InvalidArgument("process_infos is null but num_process_infos is " + std::to_string(args->num_process_infos));
+  }
+  return Status::Ok();
+}
+
 PN_ENTRY(Client_PlatformVersion) {
   PN_REQUIRE_ARGS(args, PJRT_Client_PlatformVersion_Args, platform_version_size);
   PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
@@ -218,6 +230,7 @@ void BindClient(PJRT_Api* api) {
   api->PJRT_Client_Destroy = Client_Destroy;
   api->PJRT_Client_PlatformName = Client_PlatformName;
   api->PJRT_Client_ProcessIndex = Client_ProcessIndex;
+  api->PJRT_Client_UpdateGlobalProcessInfo = Client_UpdateGlobalProcessInfo;
   api->PJRT_Client_PlatformVersion = Client_PlatformVersion;
   api->PJRT_Client_TopologyDescription = Client_TopologyDescription;
   api->PJRT_Client_Devices = Client_Devices;

@@ -74,8 +74,7 @@ PN_ENTRY(Device_GetDescription) {
 PN_ENTRY(Device_IsAddressable) {
   PN_REQUIRE_ARGS(args, PJRT_Device_IsAddressable_Args, is_addressable);
   PN_ASSIGN_OR_RETURN(core::Device * device, UnwrapDevice(args->device));
-  (void)device;
-  args->is_addressable = true;
+  args->is_addressable = device->addressable();
   return Status::Ok();
 }
 

@@ -3,6 +3,7 @@
 #include <ctime>
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
 #include <utility>
 
 #include "core/compat.h"
@@ -10,6 +11,7 @@
 #include "core/compile_options.h"
 #include "core/precompile.h"
 #include "core/core.h"
+#include "engine/remote/remote.h"
 
 namespace pjrt_neuron::core {
 
@@ -81,6 +83,25 @@ StatusOr<ClientOptions> ResolveClientOptions(const engine::Attributes& create_op
   if (std::string num = EnvOr("NEURON_RT_NUM_CORES", ""); !num.empty()) {
     PN_ASSIGN_OR_RETURN(options.num_cores, PositiveIntSetting("NEURON_RT_NUM_CORES", num));
   }
+  if (std::string index = EnvOr("NEURON_PJRT_PROCESS_INDEX", ""); !index.empty()) {
+    if (index.size() > 6 || index.find_first_not_of("0123456789") != std::string::npos) {
+      return InvalidArgument("NEURON_PJRT_PROCESS_INDEX='" + index + "' is not a process index");
+    }
+    options.process_index = std::atoi(index.c_str());
+  }
+  if (std::string counts = EnvOr("NEURON_PJRT_PROCESSES_NUM_DEVICES", ""); !counts.empty()) {
+    std::stringstream parts(counts);
+    std::string part;
+    while (std::getline(parts, part, ',')) {
+      PN_ASSIGN_OR_RETURN(int count, PositiveIntSetting("NEURON_PJRT_PROCESSES_NUM_DEVICES entry", part));
+      options.processes_num_cores.push_back(count);
+    }
+    options.world_size = static_cast<int>(options.processes_num_cores.size());
+  }
+  if (std::string world = EnvOr("NEURON_PJRT_WORLD_SIZE", ""); !world.empty()) {
+    PN_ASSIGN_OR_RETURN(options.world_size, PositiveIntSetting("NEURON_PJRT_WORLD_SIZE", world));
+    options.processes_num_cores.clear();  // one core per process, as the Neuron runtime reads it
+  }
   for (const engine::Attribute& option : create_options) {
     const std::string& name = option.name;
     if (name == "instance_type" || name == "engine_library_path" || name == "visible_cores") {
@@ -93,6 +114,15 @@ StatusOr<ClientOptions> ResolveClientOptions(const engine::Attributes& create_op
       const int64_t* value = std::get_if<int64_t>(&option.value);
       if (value == nullptr || *value < 1) return InvalidArgument("create option '" + name + "' must be a positive integer");
       (name == "num_cores" ? options.num_cores : options.logical_nc_config) = static_cast<int>(*value);
+    } else if (name == "node_id" || name == "num_nodes") {
+      // jax.distributed's process id and count.
+      const int64_t* value = std::get_if<int64_t>(&option.value);
+      if (value == nullptr || *value < (name == "node_id" ? 0 : 1)) {
+        return InvalidArgument("create option '" + name + "' must be a " +
+                               (name == "node_id" ? "non-negative" : "positive") + " integer");
+      }
+      (name == "node_id" ? options.process_index : options.world_size) = static_cast<int>(*value);
+      if (name == "num_nodes") options.processes_num_cores.clear();
     } else if (name == "asynchronous") {
       if (!std::holds_alternative<bool>(option.value)) return InvalidArgument("create option 'asynchronous' must be a bool");
       options.engine_passthrough.push_back(option);
@@ -104,11 +134,16 @@ StatusOr<ClientOptions> ResolveClientOptions(const engine::Attributes& create_op
     } else {
       return InvalidArgument("unknown create option '" + name +
                              "'; known options: instance_type, logical_nc_config, visible_cores, num_cores, "
-                             "engine_library_path, asynchronous, max_inflight_computations");
+                             "engine_library_path, node_id, num_nodes, asynchronous, max_inflight_computations");
     }
   }
   if (!instance_type.empty()) options.instance_type = instance_type;
   PN_RETURN_IF_ERROR(ShapeInstance(options.instance_type, options.logical_nc_config).status());
+  if (options.process_index >= options.world_size) {
+    return InvalidArgument("process index " + std::to_string(options.process_index) + " is not below the world size " +
+                           std::to_string(options.world_size) +
+                           " (NEURON_PJRT_PROCESS_INDEX, NEURON_PJRT_WORLD_SIZE / NEURON_PJRT_PROCESSES_NUM_DEVICES)");
+  }
   return options;
 }
 
@@ -245,12 +280,40 @@ Status Buffer::CheckUsable() const {
   return Status::Ok();
 }
 
+namespace {
+
+// Without NEURON_RT_VISIBLE_CORES, each process of a job takes its own share of the instance,
+// in process order: the counts NEURON_PJRT_PROCESSES_NUM_DEVICES gives, or an equal split.
+StatusOr<std::vector<int>> DefaultCoresOfProcess(const ClientOptions& options, int total_cores) {
+  int first = 0;
+  int count = 0;
+  if (!options.processes_num_cores.empty()) {
+    for (int p = 0; p < options.process_index; ++p) first += options.processes_num_cores[p];
+    count = options.processes_num_cores[options.process_index];
+  } else {
+    count = std::max(1, total_cores / options.world_size);
+    first = options.process_index * count;
+  }
+  if (first + count > total_cores) {
+    return InvalidArgument("process " + std::to_string(options.process_index) + " of " +
+                           std::to_string(options.world_size) + " would need NeuronCores " + std::to_string(first) +
+                           "-" + std::to_string(first + count - 1) + " but the instance has " +
+                           std::to_string(total_cores) + "; set NEURON_RT_VISIBLE_CORES per process");
+  }
+  std::vector<int> cores;
+  for (int c = first; c < first + count; ++c) cores.push_back(c);
+  return cores;
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
   PN_ASSIGN_OR_RETURN(InstanceShape shape, ShapeInstance(options.instance_type, options.logical_nc_config));
   std::unique_ptr<Client> client(new Client());
   client->topology_ = std::make_unique<Topology>(shape);
   client->topology_->owned_by_client = true;
   const std::string instance = shape.type->name;
+  const bool multi_process = options.world_size > 1;
 
   if (options.visible_cores.has_value()) {
     PN_ASSIGN_OR_RETURN(std::vector<int> cores, ParseVisibleCores(*options.visible_cores, shape.total_cores()));
@@ -262,29 +325,82 @@ StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
     PN_ASSIGN_OR_RETURN(client->lease_, CoreLease::Claim(instance, cores));
   } else if (options.num_cores != 0) {
     PN_ASSIGN_OR_RETURN(client->lease_, CoreLease::ClaimAny(instance, options.num_cores, shape.total_cores()));
+  } else if (multi_process) {
+    PN_ASSIGN_OR_RETURN(std::vector<int> cores, DefaultCoresOfProcess(options, shape.total_cores()));
+    PN_ASSIGN_OR_RETURN(client->lease_, CoreLease::Claim(instance, cores));
   } else {
     std::vector<int> all(shape.total_cores());
     for (int i = 0; i < shape.total_cores(); ++i) all[i] = i;
     PN_ASSIGN_OR_RETURN(client->lease_, CoreLease::Claim(instance, all));
   }
 
-  engine::EngineOptions engine_options;
-  engine_options.num_cores = static_cast<int>(client->lease_->cores().size());
-  engine_options.library_path = options.engine_library_path;
-  engine_options.passthrough = options.engine_passthrough;
-  PN_ASSIGN_OR_RETURN(client->engine_, engine::CreateSimEngine(engine_options));
-
-  for (size_t position = 0; position < client->lease_->cores().size(); ++position) {
-    int physical = client->lease_->cores()[position];
-    const DeviceDescription* description = client->topology_->descriptions()[physical].get();
-    client->devices_.push_back(
-        std::make_unique<Device>(client.get(), description, static_cast<int>(position), shape.hbm_bytes_per_core));
-    client->device_ptrs_.push_back(client->devices_.back().get());
-    for (Memory* m : client->devices_.back()->memories()) client->memory_ptrs_.push_back(m);
+  if (multi_process) {
+    PN_RETURN_IF_ERROR(client->CreateMultiProcess(options, shape));
+  } else {
+    engine::EngineOptions engine_options;
+    engine_options.num_cores = static_cast<int>(client->lease_->cores().size());
+    engine_options.library_path = options.engine_library_path;
+    engine_options.passthrough = options.engine_passthrough;
+    PN_ASSIGN_OR_RETURN(client->engine_, engine::CreateSimEngine(engine_options));
+    for (size_t position = 0; position < client->lease_->cores().size(); ++position) {
+      client->AddDevice(shape, client->lease_->cores()[position], static_cast<int>(position), true);
+    }
   }
   client->platform_version_ = std::string("pjrt-neuron ") + PluginVersion() + "; " + instance +
                               " (simulated NeuronCores); engine: " + client->engine_->description();
   return client;
+}
+
+void Client::AddDevice(const InstanceShape& shape, int physical_core, int engine_core, bool addressable) {
+  const DeviceDescription* description = topology_->descriptions()[physical_core].get();
+  devices_.push_back(std::make_unique<Device>(this, description, engine_core, shape.hbm_bytes_per_core));
+  Device* device = devices_.back().get();
+  device->set_addressable(addressable);
+  device_ptrs_.push_back(device);
+  if (!addressable) return;
+  addressable_ptrs_.push_back(device);
+  for (Memory* m : device->memories()) memory_ptrs_.push_back(m);
+}
+
+// Multi-process: the instance daemon owns every core's engine; this process lists the whole
+// job's cores and uses its own. Engine cores are physical cores there.
+Status Client::CreateMultiProcess(const ClientOptions& options, const InstanceShape& shape) {
+  engine::remote::ConnectOptions connect;
+  connect.lock_directory = LockDirectory(shape.type->name);
+  connect.num_cores = shape.total_cores();
+  connect.engine_library_path = options.engine_library_path;
+  connect.instance_key = connect.lock_directory + "|" + std::to_string(shape.logical_nc_config) + "|" +
+                         options.engine_library_path;
+  connect.process_index = options.process_index;
+  connect.world_size = options.world_size;
+  connect.cores = lease_->cores();
+  if (const char* timeout = std::getenv("PJRT_NEURON_COLLECTIVE_TIMEOUT"); timeout != nullptr && *timeout != '\0') {
+    double seconds = std::strtod(timeout, nullptr);
+    if (!(seconds > 0)) {
+      return InvalidArgument(std::string("PJRT_NEURON_COLLECTIVE_TIMEOUT='") + timeout + "' is not a positive number of seconds");
+    }
+    connect.peer_timeout_seconds = seconds;
+  }
+  std::vector<engine::remote::WorldMember> world;
+  PN_ASSIGN_OR_RETURN(engine_, engine::remote::ConnectInstanceEngine(connect, &world));
+  process_index_ = options.process_index;
+  std::vector<std::pair<int, int>> core_owner;  // (physical core, process index)
+  for (const auto& member : world) {
+    for (int core : member.cores) core_owner.emplace_back(core, member.process_index);
+  }
+  std::sort(core_owner.begin(), core_owner.end());
+  for (size_t i = 1; i < core_owner.size(); ++i) {
+    if (core_owner[i].first == core_owner[i - 1].first) {
+      return InvalidArgument("processes " + std::to_string(core_owner[i - 1].second) + " and " +
+                             std::to_string(core_owner[i].second) + " both hold NeuronCore " +
+                             std::to_string(core_owner[i].first));
+    }
+  }
+  for (auto [core, owner] : core_owner) {
+    topology_->descriptions()[core]->process_index = owner;
+    AddDevice(shape, core, core, owner == process_index_);
+  }
+  return Status::Ok();
 }
 
 Device* Client::LookupDevice(int id) const {
@@ -295,15 +411,29 @@ Device* Client::LookupDevice(int id) const {
 }
 
 Device* Client::LookupAddressableDevice(int local_hardware_id) const {
-  for (Device* d : device_ptrs_) {
+  for (Device* d : addressable_ptrs_) {
     if (d->local_hardware_id() == local_hardware_id) return d;
   }
   return nullptr;
 }
 
 Device* Client::DeviceForCore(int core) const {
-  return core >= 0 && core < static_cast<int>(device_ptrs_.size()) ? device_ptrs_[core] : nullptr;
+  for (Device* d : device_ptrs_) {
+    if (d->core() == core) return d;
+  }
+  return nullptr;
 }
+
+namespace {
+
+Status CheckAddressable(const Device& device) {
+  if (device.addressable()) return Status::Ok();
+  return InvalidArgument("NeuronCore " + std::to_string(device.id()) + " belongs to process " +
+                         std::to_string(device.description().process_index) +
+                         " of this job; only that process can place data on it");
+}
+
+}  // namespace
 
 StatusOr<int64_t> Client::EngineIdOf(int64_t device_id) const {
   Device* device = LookupDevice(static_cast<int>(device_id));
@@ -337,6 +467,7 @@ StatusOr<std::unique_ptr<Buffer>> Client::Adopt(std::unique_ptr<engine::Buffer> 
 StatusOr<std::unique_ptr<Buffer>> Client::BufferFromHost(Memory* memory, engine::HostBufferSpec spec,
                                                          std::unique_ptr<Event>* done_with_host_buffer) {
   Device* device = memory->device();
+  PN_RETURN_IF_ERROR(CheckAddressable(*device));
   int64_t charged = 0;
   if (memory->is_hbm()) {
     // Check before allocating: the simulator's HBM is host RAM, too big a request must not touch it.
@@ -358,6 +489,7 @@ StatusOr<std::unique_ptr<Buffer>> Client::BufferFromHost(Memory* memory, engine:
 
 StatusOr<std::unique_ptr<Buffer>> Client::CreateUninitializedBuffer(Device* device, PJRT_Buffer_Type type,
                                                                     const std::vector<int64_t>& dims) {
+  PN_RETURN_IF_ERROR(CheckAddressable(*device));
   int64_t charged = DenseSizeInBytes(type, dims);
   PN_RETURN_IF_ERROR(device->Charge(charged, "an uninitialized buffer"));
   auto buffer = engine_->CreateUninitializedBuffer(device->core(), type, dims);
@@ -371,6 +503,7 @@ StatusOr<std::unique_ptr<Buffer>> Client::CreateUninitializedBuffer(Device* devi
 StatusOr<std::unique_ptr<Buffer>> Client::CopyToMemory(Buffer& source, Memory* destination) {
   PN_RETURN_IF_ERROR(source.CheckUsable());
   Device* device = destination->device();
+  PN_RETURN_IF_ERROR(CheckAddressable(*device));
   int64_t charged = 0;
   if (destination->is_hbm()) {
     charged = DenseSizeInBytes(source.engine_buffer().element_type(), source.engine_buffer().dims());

@@ -40,6 +40,10 @@ struct ClientOptions {
   int num_cores = 0;            // NEURON_RT_NUM_CORES; 0: not set
   std::string engine_library_path;
   engine::Attributes engine_passthrough;
+  // Multi-process jobs (torchrun, xmp.spawn, jax.distributed): this process's place in the job.
+  int process_index = 0;
+  int world_size = 1;
+  std::vector<int> processes_num_cores;  // NEURON_PJRT_PROCESSES_NUM_DEVICES; empty: not given
 };
 
 // Parses PJRT create options and the environment; errors name the option and value.
@@ -98,6 +102,9 @@ class Device : public Tagged<0x4e444556> {
   int id() const { return description_->id; }
   int local_hardware_id() const { return description_->id; }  // the physical core, as the runtime numbers it
   int core() const { return core_; }  // the engine's core index
+  // False for another process's core in a multi-process job: listed, never used from here.
+  bool addressable() const { return addressable_; }
+  void set_addressable(bool addressable) { addressable_ = addressable; }
   Memory* default_memory() const { return memories_.front().get(); }
   const std::vector<Memory*>& memories() const { return memory_ptrs_; }
   MemoryStats memory_stats() const;
@@ -113,6 +120,7 @@ class Device : public Tagged<0x4e444556> {
   Client* client_;
   const DeviceDescription* description_;
   int core_;
+  bool addressable_ = true;
   std::vector<std::unique_ptr<Memory>> memories_;
   std::vector<Memory*> memory_ptrs_;
   mutable std::mutex stats_mutex_;
@@ -231,9 +239,9 @@ class Client : public Tagged<0x4e434c49> {
 
   const std::string& platform_name() const { return platform_name_; }
   const std::string& platform_version() const { return platform_version_; }
-  int process_index() const { return 0; }
+  int process_index() const { return process_index_; }
   const std::vector<Device*>& devices() const { return device_ptrs_; }
-  const std::vector<Device*>& addressable_devices() const { return device_ptrs_; }
+  const std::vector<Device*>& addressable_devices() const { return addressable_ptrs_; }
   const std::vector<Memory*>& memories() const { return memory_ptrs_; }
   Device* LookupDevice(int id) const;
   Device* LookupAddressableDevice(int local_hardware_id) const;
@@ -272,7 +280,11 @@ class Client : public Tagged<0x4e434c49> {
   std::unique_ptr<engine::Engine> engine_;
   std::vector<std::unique_ptr<Device>> devices_;
   std::vector<Device*> device_ptrs_;
-  std::vector<Memory*> memory_ptrs_;
+  std::vector<Device*> addressable_ptrs_;
+  std::vector<Memory*> memory_ptrs_;  // of addressable devices
+  int process_index_ = 0;
+  Status CreateMultiProcess(const ClientOptions& options, const InstanceShape& shape);
+  void AddDevice(const InstanceShape& shape, int physical_core, int engine_core, bool addressable);
 };
 
 const char* PluginVersion();

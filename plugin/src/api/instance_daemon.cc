@@ -1,0 +1,21 @@
+// PjrtNeuron_ServeInstance: the entry point of the instance daemon program (tools/), which is
+// only a launcher for this library so that both sides of multi-process mode are one build.
+#include <cstdlib>
+#include <cstdio>
+
+#include "engine/remote/remote.h"
+
+extern "C" __attribute__((visibility("default"))) int PjrtNeuron_ServeInstance(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: pjrt-neuron-instanced LIBRARY ADDRESS NUM_CORES ENGINE_LIBRARY\n");
+    return 2;
+  }
+  pjrt_neuron::engine::remote::DaemonOptions options;
+  options.address = argv[0];
+  options.num_cores = std::atoi(argv[1]);
+  options.engine_library_path = argv[2];
+  if (const char* idle = std::getenv("PJRT_NEURON_DAEMON_IDLE_SECONDS"); idle != nullptr && *idle != '\0') {
+    options.idle_seconds = std::atof(idle);
+  }
+  return pjrt_neuron::engine::remote::ServeInstance(options);
+}
