@@ -22,9 +22,13 @@ class NeuronPlugin(plugins.DevicePlugin):
         return config.library_path()
 
     def configure_single_process(self) -> None:
+        torch_xla_neuron.configure_pjrt_environment()
         torch_xla_neuron.initialize_env(0, 1)
 
     def configure_multiprocess(self, local_rank: int, local_world_size: int) -> None:
+        # Under torchrun this sets the job's NEURON_PJRT_* variables and each rank's core, as
+        # AWS's libneuronxla does at import; under xmp.spawn, initialize_env does it.
+        torch_xla_neuron.configure_pjrt_environment()
         torch_xla_neuron.initialize_env(local_rank, local_world_size)
 
     def physical_chip_count(self) -> int:

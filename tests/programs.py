@@ -22,3 +22,14 @@ func.func @main(%a: tensor<2xf32>) -> tensor<2xf32> {
   %s = stablehlo.add %a, %b : tensor<2xf32>
   return %s : tensor<2xf32>
 }"""
+
+# Sums the argument over replicas 0 and 1: a collective, so every replica must run it.
+ALL_REDUCE = """
+func.func @main(%a: tensor<2xf32>) -> tensor<2xf32> {
+  %0 = "stablehlo.all_reduce"(%a) ({
+    ^bb0(%x: tensor<f32>, %y: tensor<f32>):
+      %s = stablehlo.add %x, %y : tensor<f32>
+      stablehlo.return %s : tensor<f32>
+  }) {replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>} : (tensor<2xf32>) -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}"""

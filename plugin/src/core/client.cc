@@ -369,8 +369,9 @@ Status Client::CreateMultiProcess(const ClientOptions& options, const InstanceSh
   connect.lock_directory = LockDirectory(shape.type->name);
   connect.num_cores = shape.total_cores();
   connect.engine_library_path = options.engine_library_path;
+  // A daemon of another plugin version may speak another protocol: it gets its own address.
   connect.instance_key = connect.lock_directory + "|" + std::to_string(shape.logical_nc_config) + "|" +
-                         options.engine_library_path;
+                         options.engine_library_path + "|" + PluginVersion();
   connect.process_index = options.process_index;
   connect.world_size = options.world_size;
   connect.cores = lease_->cores();
@@ -521,14 +522,16 @@ namespace {
 
 // Checks the program and its options; returns the options with device ids mapped to the engine's.
 StatusOr<std::string> PrepareCompile(const engine::Program& program, const std::string& options,
-                                     const DeviceIdMap& to_engine_id, size_t cores_available, const std::string& where) {
+                                     const DeviceIdMap& to_engine_id, size_t cores_available, const std::string& where,
+                                     const std::vector<int64_t>* default_engine_cores = nullptr) {
   if (program.format != "hlo" && program.format != "hlo_with_config" && program.format != "mlir") {
     return InvalidArgument("unknown program format '" + program.format +
                            "'; expected 'hlo' (serialized HloModuleProto) or 'mlir' (StableHLO)");
   }
   if (program.code == nullptr || program.code_size == 0) return InvalidArgument("the program is empty");
   ReplicaLayout layout;
-  PN_ASSIGN_OR_RETURN(std::string normalized, NormalizeCompileOptions(options, to_engine_id, &layout));
+  PN_ASSIGN_OR_RETURN(std::string normalized,
+                      NormalizeCompileOptions(options, to_engine_id, &layout, default_engine_cores));
   const size_t cores_needed = static_cast<size_t>(layout.num_replicas) * layout.num_partitions;
   if (cores_needed > cores_available) {
     return InvalidArgument("the program asks for " + std::to_string(layout.num_replicas) + " replicas x " +
@@ -623,9 +626,15 @@ StatusOr<std::unique_ptr<engine::Executable>> Client::CompileThroughCache(Compil
 
 StatusOr<std::unique_ptr<LoadedExecutable>> Client::Compile(const engine::Program& program,
                                                             const std::string& options) {
+  // In a multi-process job, a program placed nowhere runs on this process's cores, not the job's first.
+  std::vector<int64_t> own_cores;
+  for (Device* d : addressable_ptrs_) own_cores.push_back(d->core());
+  const bool multi_process = addressable_ptrs_.size() != device_ptrs_.size();
   PN_ASSIGN_OR_RETURN(std::string normalized,
                       PrepareCompile(program, options, [this](int64_t id) { return EngineIdOf(id); }, devices_.size(),
-                                     "this process (" + std::string(topology_->instance().name) + ")"));
+                                     std::string(multi_process ? "this job (" : "this process (") +
+                                         topology_->instance().name + ")",
+                                     multi_process ? &own_cores : nullptr));
   PN_ASSIGN_OR_RETURN(CacheSettings cache_settings, ReadCacheSettings());
   const std::string collection = GraphCollectionDirectory();
   std::unique_ptr<engine::Executable> executable;

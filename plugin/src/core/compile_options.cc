@@ -16,6 +16,8 @@ constexpr uint32_t kNumPartitionsField = 5;
 constexpr uint32_t kDeviceAssignmentField = 9;
 constexpr uint32_t kDebugOptionsField = 3;  // ExecutableBuildOptionsProto
 constexpr uint32_t kComputationDevicesField = 3;  // DeviceAssignmentProto
+constexpr uint32_t kAssignmentReplicaCountField = 1;      // DeviceAssignmentProto
+constexpr uint32_t kAssignmentComputationCountField = 2;  // DeviceAssignmentProto
 constexpr uint32_t kReplicaDeviceIdsField = 1;    // DeviceAssignmentProto.ComputationDevice
 
 Status Malformed(const char* what) { return InvalidArgument(std::string(what) + " is not valid protobuf"); }
@@ -78,6 +80,10 @@ StatusOr<std::string> MapBuildOptions(const std::string& bytes, const DeviceIdMa
     if (!reader.Next(&f)) return Malformed("compile_options");
     if (f.number == kNumReplicasField && f.wire_type == kVarint) layout->num_replicas = static_cast<int>(f.varint);
     if (f.number == kNumPartitionsField && f.wire_type == kVarint) layout->num_partitions = static_cast<int>(f.varint);
+    if ((f.number == kDeviceOrdinalField && f.wire_type == kVarint && static_cast<int64_t>(f.varint) >= 0) ||
+        (f.number == kDeviceAssignmentField && f.wire_type == kLengthDelimited)) {
+      layout->placed = true;
+    }
     if (f.number == kDeviceOrdinalField && f.wire_type == kVarint && static_cast<int64_t>(f.varint) >= 0) {
       PN_ASSIGN_OR_RETURN(int64_t mapped, map(static_cast<int64_t>(f.varint)));
       AppendVarintField(&out, kDeviceOrdinalField, static_cast<uint64_t>(mapped));
@@ -113,7 +119,8 @@ StatusOr<std::string> MapDeviceAssignment(const std::string& serialized_assignme
 }
 
 StatusOr<std::string> NormalizeCompileOptions(const std::string& serialized_options, const DeviceIdMap& to_engine_id,
-                                              ReplicaLayout* layout) {
+                                              ReplicaLayout* layout,
+                                              const std::vector<int64_t>* default_engine_cores) {
   *layout = ReplicaLayout();
   std::string out;
   WireReader reader(serialized_options);
@@ -135,6 +142,21 @@ StatusOr<std::string> NormalizeCompileOptions(const std::string& serialized_opti
   if (layout->num_partitions <= 0) {
     AppendVarintField(&defaults, kNumPartitionsField, 1);
     layout->num_partitions = 1;
+  }
+  const size_t cores_needed = static_cast<size_t>(layout->num_replicas) * layout->num_partitions;
+  if (!layout->placed && default_engine_cores != nullptr && default_engine_cores->size() >= cores_needed) {
+    std::string assignment;
+    for (int partition = 0; partition < layout->num_partitions; ++partition) {
+      std::string ids;
+      for (int replica = 0; replica < layout->num_replicas; ++replica) {
+        AppendVarintField(&ids, kReplicaDeviceIdsField,
+                          static_cast<uint64_t>((*default_engine_cores)[partition * layout->num_replicas + replica]));
+      }
+      AppendBytesField(&assignment, kComputationDevicesField, ids);
+    }
+    AppendVarintField(&assignment, kAssignmentReplicaCountField, static_cast<uint64_t>(layout->num_replicas));
+    AppendVarintField(&assignment, kAssignmentComputationCountField, static_cast<uint64_t>(layout->num_partitions));
+    AppendBytesField(&defaults, kDeviceAssignmentField, assignment);
   }
   if (!defaults.empty()) AppendBytesField(&out, kExecutableBuildOptionsField, defaults);  // merges into the first
   return out;

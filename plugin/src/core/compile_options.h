@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
@@ -16,15 +17,18 @@ namespace pjrt_neuron::core {
 struct ReplicaLayout {
   int num_replicas = 0;    // 0: not set
   int num_partitions = 0;  // 0: not set
+  bool placed = false;     // a device assignment or device ordinal was given
 };
 
 // Maps one device id to another, or fails naming the id.
 using DeviceIdMap = std::function<StatusOr<int64_t>(int64_t)>;
 
 // Returns the options with unset replica and partition counts set to 1 and every device id
-// (device_ordinal, device_assignment) passed through `to_engine_id`.
+// (device_ordinal, device_assignment) passed through `to_engine_id`. Options that place the
+// program nowhere get an assignment onto `default_engine_cores` when it is given and big enough.
 StatusOr<std::string> NormalizeCompileOptions(const std::string& serialized_options, const DeviceIdMap& to_engine_id,
-                                              ReplicaLayout* layout);
+                                              ReplicaLayout* layout,
+                                              const std::vector<int64_t>* default_engine_cores = nullptr);
 
 // Rewrites the ids in a serialized xla.DeviceAssignmentProto.
 StatusOr<std::string> MapDeviceAssignment(const std::string& serialized_assignment, const DeviceIdMap& map);

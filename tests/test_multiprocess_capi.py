@@ -1,0 +1,173 @@
+"""Multi-process mode through the C API: two clients of one two-process job, in this process.
+
+Each client is one "process" of the job (create options node_id / num_nodes, one NeuronCore
+each), so the instance daemon sees two sessions exactly as it would from torchrun's ranks; a
+client's destruction is its process leaving. Frameworks on top are in test_multiprocess.py.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+import pjrt_capi as P
+from assertions import pjrt_error
+from programs import ALL_REDUCE, PER_REPLICA
+
+TWO_REPLICAS = P.compile_options_proto(num_replicas=2)
+
+
+def _create_world(plugin_api, size=2, **extra):
+    """Creates the job's clients together: each waits in PJRT_Client_Create for the others."""
+    def create(index):
+        options = {"node_id": index, "num_nodes": size, "visible_cores": str(index), **extra}
+        return plugin_api.create_client(options)
+    with ThreadPoolExecutor(size) as pool:
+        return list(pool.map(create, range(size)))
+
+
+@pytest.fixture
+def world(plugin_api, monkeypatch):
+    monkeypatch.setenv("PJRT_NEURON_COLLECTIVE_TIMEOUT", "60")
+    clients = _create_world(plugin_api)
+    yield clients
+    for c in clients:
+        c.destroy()
+
+
+def _run_together(calls):
+    """Runs each zero-argument callable on its own thread (a rank each); results in order."""
+    with ThreadPoolExecutor(len(calls)) as pool:
+        futures = [pool.submit(call) for call in calls]
+        return [f.result() for f in futures]
+
+
+def test_each_process_lists_the_whole_job_and_addresses_its_own_core(world):
+    for index, client in enumerate(world):
+        assert client.process_index == index
+        devices = client.devices()
+        assert [d.id for d in devices] == [0, 1]
+        assert [d.process_index for d in devices] == [0, 1]
+        assert [d.is_addressable for d in devices] == [i == index for i in range(2)]
+        assert [d.id for d in client.addressable_devices()] == [index]
+        assert len(client.addressable_memories()) == 2  # device and pinned_host of its one core
+
+
+def test_placing_data_on_another_process_core_is_refused_naming_its_owner(world):
+    peer_device = world[0].devices()[1]
+    with pjrt_error(P.ErrorCode.INVALID_ARGUMENT, "PJRT_Client_BufferFromHostBuffer",
+                    "NeuronCore 1 belongs to process 1 of this job"):
+        world[0].buffer_from_numpy(np.ones(2, np.float32), device=peer_device)
+
+
+def test_all_reduce_across_processes_sums_every_rank(world):
+    executables = [c.compile(ALL_REDUCE, compile_options=TWO_REPLICAS) for c in world]
+    inputs = [np.array([1.0, 2.0], np.float32), np.array([10.0, 20.0], np.float32)]
+
+    def rank(index):
+        client = world[index]
+        arg = client.buffer_from_numpy(inputs[index])
+        (out,), = executables[index].execute([arg])
+        return out.to_numpy()
+
+    for step in range(3):  # the k-th execution of each rank meets the other's k-th
+        results = _run_together([lambda i=i: rank(i) for i in range(2)])
+        for r in results:
+            np.testing.assert_array_equal(r, inputs[0] + inputs[1])
+
+
+def test_program_without_collectives_runs_on_one_process_alone(world):
+    # Replica 1's process never runs it; replica 0 must not wait for it.
+    executable = world[0].compile(PER_REPLICA, compile_options=TWO_REPLICAS)
+    assert [d.id for d in executable.addressable_devices] == [0]
+    (out,), = executable.execute([world[0].buffer_from_numpy(np.zeros(2, np.float32))])
+    np.testing.assert_array_equal(out.to_numpy(), [0.0, 0.0])
+    executable = world[1].compile(PER_REPLICA, compile_options=TWO_REPLICAS)
+    (out,), = executable.execute([world[1].buffer_from_numpy(np.zeros(2, np.float32))])
+    np.testing.assert_array_equal(out.to_numpy(), [1.0, 1.0])  # its replica id, as on core 1
+
+
+def test_collective_that_a_rank_never_runs_fails_after_the_timeout(world, monkeypatch):
+    monkeypatch.setenv("PJRT_NEURON_COLLECTIVE_TIMEOUT", "2")
+    executable = world[0].compile(ALL_REDUCE, compile_options=TWO_REPLICAS)
+    arg = world[0].buffer_from_numpy(np.ones(2, np.float32))
+    start = time.monotonic()
+    with pjrt_error(P.ErrorCode.DEADLINE_EXCEEDED, "PJRT_LoadedExecutable_Execute",
+                    "waited 2 s for NeuronCore(s) 1 to join", "PJRT_NEURON_COLLECTIVE_TIMEOUT"):
+        executable.execute([arg])
+    assert time.monotonic() - start < 30
+    # The failure lost nothing: the argument is intact and the client still works.
+    np.testing.assert_array_equal(arg.to_numpy(), [1.0, 1.0])
+    double = world[0].compile(PER_REPLICA)
+    (out,), = double.execute([arg])
+    np.testing.assert_array_equal(out.to_numpy(), [1.0, 1.0])
+
+
+def test_a_rank_that_exits_fails_its_waiting_peer_at_once(plugin_api, monkeypatch):
+    monkeypatch.setenv("PJRT_NEURON_COLLECTIVE_TIMEOUT", "120")
+    first, second = _create_world(plugin_api)
+    try:
+        executable = first.compile(ALL_REDUCE, compile_options=TWO_REPLICAS)
+        arg = first.buffer_from_numpy(np.ones(2, np.float32))
+        threading.Timer(1.0, second.destroy).start()  # rank 1 leaves while rank 0 waits
+        start = time.monotonic()
+        with pjrt_error(P.ErrorCode.ABORTED, "PJRT_LoadedExecutable_Execute",
+                        "process 1 (pid", "NeuronCore(s) 1) exited before joining"):
+            executable.execute([arg])
+        assert time.monotonic() - start < 60  # well before the 120 s timeout
+    finally:
+        first.destroy()
+
+
+def test_a_process_whose_peers_never_start_fails_after_the_timeout(plugin_api, monkeypatch):
+    monkeypatch.setenv("PJRT_NEURON_COLLECTIVE_TIMEOUT", "2")
+    with pjrt_error(P.ErrorCode.DEADLINE_EXCEEDED, "PJRT_Client_Create",
+                    "process(es) 1 of 2 never attached", "check that every rank started"):
+        plugin_api.create_client({"node_id": 0, "num_nodes": 2, "visible_cores": "0"})
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"node_id": -1, "num_nodes": 2}, "create option 'node_id' must be a non-negative integer"),
+    ({"node_id": 0, "num_nodes": 0}, "create option 'num_nodes' must be a positive integer"),
+    ({"node_id": 2, "num_nodes": 2}, "process index 2 is not below the world size 2"),
+    ({"node_id": "0", "num_nodes": 2}, "create option 'node_id' must be a non-negative integer"),
+])
+def test_bad_process_options_are_refused(plugin_api, options, message):
+    with pjrt_error(P.ErrorCode.INVALID_ARGUMENT, "PJRT_Client_Create", message):
+        plugin_api.create_client(options)
+
+
+@pytest.mark.parametrize("variable, value, message", [
+    ("NEURON_PJRT_PROCESS_INDEX", "one", "NEURON_PJRT_PROCESS_INDEX='one' is not a process index"),
+    ("NEURON_PJRT_WORLD_SIZE", "0", "NEURON_PJRT_WORLD_SIZE='0' is not a positive integer"),
+    ("NEURON_PJRT_PROCESSES_NUM_DEVICES", "1,x", "NEURON_PJRT_PROCESSES_NUM_DEVICES entry='x'"),
+    ("PJRT_NEURON_COLLECTIVE_TIMEOUT", "soon", "PJRT_NEURON_COLLECTIVE_TIMEOUT='soon' is not a positive number"),
+])
+def test_bad_process_environment_is_refused(plugin_api, monkeypatch, variable, value, message):
+    monkeypatch.setenv("NEURON_PJRT_WORLD_SIZE", "2")
+    monkeypatch.setenv("NEURON_PJRT_PROCESS_INDEX", "0")
+    monkeypatch.setenv("NEURON_RT_VISIBLE_CORES", "0")
+    monkeypatch.setenv(variable, value)
+    with pjrt_error(P.ErrorCode.INVALID_ARGUMENT, "PJRT_Client_Create", message):
+        plugin_api.create_client()
+
+
+def test_update_global_process_info_checks_its_arguments(world):
+    client = world[0]
+    client._call("PJRT_Client_UpdateGlobalProcessInfo", process_infos=None, num_process_infos=0)
+    with pjrt_error(P.ErrorCode.INVALID_ARGUMENT, "PJRT_Client_UpdateGlobalProcessInfo",
+                    "process_infos is null but num_process_infos is 2"):
+        client._call("PJRT_Client_UpdateGlobalProcessInfo", process_infos=None, num_process_infos=2)
+
+
+def test_a_program_placed_nowhere_runs_on_the_process_own_core(world):
+    # Compile options without a device assignment: each rank's own core, not the job's first.
+    for index, client in enumerate(world):
+        executable = client.compile(PER_REPLICA)
+        assert [d.id for d in executable.addressable_devices] == [index]
+        (out,), = executable.execute([client.buffer_from_numpy(np.full(2, 5.0, np.float32))])
+        np.testing.assert_array_equal(out.to_numpy(), [5.0, 5.0])
