@@ -171,3 +171,18 @@ def test_a_program_placed_nowhere_runs_on_the_process_own_core(world):
         assert [d.id for d in executable.addressable_devices] == [index]
         (out,), = executable.execute([client.buffer_from_numpy(np.full(2, 5.0, np.float32))])
         np.testing.assert_array_equal(out.to_numpy(), [5.0, 5.0])
+
+
+def test_a_collective_started_after_a_rank_exited_fails_at_once(plugin_api, monkeypatch):
+    monkeypatch.setenv("PJRT_NEURON_COLLECTIVE_TIMEOUT", "120")
+    first, second = _create_world(plugin_api)
+    try:
+        second.destroy()
+        executable = first.compile(ALL_REDUCE, compile_options=TWO_REPLICAS)
+        start = time.monotonic()
+        # The daemon may learn of the exit just before or just after the request arrives.
+        with pjrt_error(P.ErrorCode.ABORTED, "PJRT_LoadedExecutable_Execute", "NeuronCore", "exited"):
+            executable.execute([first.buffer_from_numpy(np.ones(2, np.float32))])
+        assert time.monotonic() - start < 30
+    finally:
+        first.destroy()

@@ -520,6 +520,11 @@ class Server {
     }
     if (!r.ok() || executable == nullptr) return WriteStatus(out, InvalidArgument("malformed execute request"));
     std::map<int, std::vector<std::unique_ptr<Buffer>>> outputs;
+    if (std::getenv("PJRT_NEURON_DAEMON_TRACE") != nullptr) {
+      std::fprintf(stderr, "execute %s cores=%s program cores=%s collectives=%d replicas=%d\n",
+                   executable->executable->name().c_str(), CoreList(cores).c_str(), CoreList(executable->cores).c_str(),
+                   int(executable->has_collectives), executable->executable->num_replicas());
+    }
     Status status = cores == executable->cores || !executable->has_collectives
                         ? RunDirectly(*executable, cores, args, options, &outputs)
                         : RunAsGang(s, executable, cores, args, options, timeout, &outputs);
@@ -594,6 +599,19 @@ class Server {
       slot->options = options;
     }
     std::shared_ptr<Gang> gang = slot;
+    if (!gang->done) {
+      // A core whose process has already left can never join: fail now, not at the deadline.
+      for (int core : gang->cores) {
+        if (std::find(cores.begin(), cores.end(), core) != cores.end() || HeldInWorld(s.world, core)) continue;
+        gang->done = true;
+        gang->status = Status(ErrorCode::kAborted,
+                              "collective program '" + executable->executable->name() + "' needs NeuronCore " +
+                                  std::to_string(core) + ", but no live process of this job holds it (its process "
+                                  "exited or never attached)");
+        changed_.notify_all();
+        break;
+      }
+    }
     for (size_t d = 0; d < cores.size(); ++d) {
       gang->args[cores[d]] = args[d];
       gang->owners[cores[d]] = &s;
@@ -638,6 +656,17 @@ class Server {
     if (!gang->status.ok()) return gang->status;
     for (int core : cores) (*outputs)[core] = std::move(gang->outputs[core]);
     return Status::Ok();
+  }
+
+  bool HeldInWorld(int world_id, int core) {
+    auto world = worlds_.find(world_id);
+    if (world == worlds_.end()) return false;
+    for (auto& [index, member] : world->second->members) {
+      if (member->alive && std::find(member->cores.begin(), member->cores.end(), core) != member->cores.end()) {
+        return true;
+      }
+    }
+    return false;
   }
 
   std::unique_ptr<Engine> engine_;
