@@ -25,14 +25,14 @@ export PJRT_NEURON_PYTHON="$PYTHON"
 # The Bazel server would otherwise outlive this script.
 trap 'bazel shutdown' EXIT
 
-bazel build //plugin:pjrt_neuron
+bazel build //plugin:pjrt_neuron //plugin:pjrt-neuron-instanced
 bazel test //plugin:capi_smoke_test
 
 # bazel-bin points at the configuration of the last build, the one .bazelrc sets.
 LIBRARY="$PWD/bazel-bin/plugin/libpjrt_neuron.so"
 
 exports="$(nm -D --defined-only "$LIBRARY" | awk '{print $NF}' | sort | tr '\n' ' ')"
-if [[ "$exports" != "GetPjrtApi PjrtNeuron_CompileCacheMetrics PjrtNeuron_DescribeInstance PjrtNeuron_PrecompileProgram " ]]; then
+if [[ "$exports" != "GetPjrtApi PjrtNeuron_CompileCacheMetrics PjrtNeuron_DescribeInstance PjrtNeuron_PrecompileProgram PjrtNeuron_ServeInstance " ]]; then
   echo "$LIBRARY must export only GetPjrtApi and the PjrtNeuron_ functions; it exports:" >&2
   echo "$exports" >&2
   exit 1

@@ -154,6 +154,7 @@ def train(args, spawned):
     y_train_t = torch.from_numpy(y_train)
 
     losses = []
+    epoch_ends = []  # after each epoch's loss reached the host: every step before it has run
     for epoch in range(1, args.epochs + 1):
         order = rng.permutation(len(x_train))[:steps_per_epoch * global_batch]
         # Rank r takes the r-th slice of each global batch: disjoint across ranks.
@@ -167,6 +168,7 @@ def train(args, spawned):
             loss_sum = xm.all_reduce(xm.REDUCE_SUM, loss_sum, scale=1.0 / world_size,
                                      pin_layout=False)
         mean_loss = loss_sum.item() / steps_per_epoch
+        epoch_ends.append(time.perf_counter())
         losses.append(mean_loss)
         if is_main:
             print(f"epoch {epoch}/{args.epochs}  loss {mean_loss:.4f}", flush=True)
@@ -192,6 +194,10 @@ def train(args, spawned):
             "weight_sha256_per_rank": [sha for sha, _ in fingerprints],
             "weight_sum_per_rank": [total for _, total in fingerprints],
             "losses": losses,
+            "steps_per_epoch": steps_per_epoch,
+            # Epoch 1 includes compilation; later epochs are the steady state.
+            "seconds_per_step": ((epoch_ends[-1] - epoch_ends[0]) / (steps_per_epoch * (len(epoch_ends) - 1))
+                                 if len(epoch_ends) > 1 else None),
         }), flush=True)
     return 0 if accuracy >= ACCURACY_THRESHOLD and ranks_agree else 1
 

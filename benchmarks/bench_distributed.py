@@ -1,0 +1,90 @@
+"""Data-parallel step time on 1 and 2 processes: examples/train_digits_ddp.py.
+
+Runs the example with the same global batch
+- on simulated NeuronCores in one process (PJRT_DEVICE=NEURON),
+- on simulated NeuronCores in two processes (torchrun --nproc_per_node=2, one core each,
+  gradients all-reduced through the instance daemon),
+- on the stock CPU backend in one process (PJRT_DEVICE=CPU), the reference.
+
+Prints the steady-state time per training step (epochs after the first, which compiles), the
+scaling ratio (1-process step time / 2-process step time: 2.0 would be perfect scaling of a fixed
+global batch over two cores) and each NEURON figure as a ratio to the CPU backend's.
+
+Benchmarks report; they never assert times.
+Run: python benchmarks/bench_distributed.py [--epochs N] [--batch-size B] [--repeats R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = REPO / "examples" / "train_digits_ddp.py"
+_SCRUBBED = ("PJRT_DEVICE", "CPU_NUM_DEVICES", "JAX_PLATFORMS", "PJRT_NEURON_INSTANCE_TYPE", "NEURON_RT_VISIBLE_CORES",
+             "NEURON_RT_NUM_CORES", "NEURON_PJRT_PROCESS_INDEX", "NEURON_PJRT_WORLD_SIZE",
+             "NEURON_PJRT_PROCESSES_NUM_DEVICES", "NEURONCORE_NUM_DEVICES", "MASTER_ADDR", "MASTER_PORT")
+
+
+def free_port() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return str(s.getsockname()[1])
+
+
+def run(launcher: list[str], device: str, args) -> float:
+    env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
+    env.update(TF_CPP_MIN_LOG_LEVEL="2", PJRT_DEVICE=device, MASTER_ADDR="127.0.0.1", MASTER_PORT=free_port(),
+               PJRT_NEURON_LOCK_DIR=tempfile.mkdtemp(prefix="pjrt-neuron-bench-locks-"))
+    argv = [*launcher, str(EXAMPLE), "--epochs", str(args.epochs), "--batch-size", str(args.batch_size)]
+    p = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=1800)
+    report = None
+    for line in reversed(p.stdout.strip().splitlines()):
+        if line.startswith("{"):
+            report = json.loads(line)
+            break
+    # Exit 1 with a report is a short run below the example's accuracy bar: still timed. Ranks
+    # that disagree are not.
+    if (report is None or report.get("seconds_per_step") is None or p.returncode not in (0, 1)
+            or len(set(report["weight_sha256_per_rank"])) != 1):
+        sys.exit(f"{' '.join(argv)} failed (exit {p.returncode}):\n{p.stdout[-2000:]}\n{p.stderr[-4000:]}")
+    return report["seconds_per_step"]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=8)
+    parser.add_argument("--batch-size", type=int, default=128, help="global batch")
+    parser.add_argument("--repeats", type=int, default=2, help="runs per configuration; the median is shown")
+    args = parser.parse_args(argv)
+
+    one = [sys.executable]
+    two = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={free_port()}"]
+    configurations = {
+        "NEURON, 1 process": (one, "NEURON"),
+        "NEURON, 2 processes": (two, "NEURON"),
+        "CPU backend, 1 process": (one, "CPU"),
+    }
+    step = {}
+    for name, (launcher, device) in configurations.items():
+        times = [run(launcher, device, args) for _ in range(args.repeats)]
+        step[name] = statistics.median(times)
+        print(f"{name:26s} {step[name] * 1e3:8.2f} ms/step  (runs: {', '.join(f'{t * 1e3:.2f}' for t in times)})",
+              flush=True)
+    cpu = step["CPU backend, 1 process"]
+    print(f"global batch {args.batch_size}, {args.epochs} epochs")
+    print(f"scaling ratio, 1 process / 2 processes on NEURON: {step['NEURON, 1 process'] / step['NEURON, 2 processes']:.2f}"
+          " (2.00 = perfect)")
+    print(f"ratio to the CPU backend: NEURON 1 process {step['NEURON, 1 process'] / cpu:.2f}, "
+          f"NEURON 2 processes {step['NEURON, 2 processes'] / cpu:.2f}")
+
+
+if __name__ == "__main__":
+    main()
