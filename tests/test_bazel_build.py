@@ -55,3 +55,26 @@ def test_jit_on_neuron_matches_cpu():
     want = jax.jit(f)(*jax.device_put((x, y), jax.devices("cpu")[0]))
     assert got.devices() == {neuron}  # no silent fallback to CPU
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6, atol=1e-6)
+
+
+def test_a_two_process_job_starts_the_instance_daemon_built_beside_the_library(monkeypatch, tmp_path):
+    # The library starts the daemon program from its own directory (bazel-bin/plugin here).
+    import pjrt_capi as P
+    from programs import ALL_REDUCE
+    from test_multiprocess_capi import TWO_REPLICAS, _create_world, _run_together
+
+    monkeypatch.setenv("PJRT_NEURON_LOCK_DIR", str(tmp_path))  # a daemon of its own
+    monkeypatch.setenv("PJRT_NEURON_COLLECTIVE_TIMEOUT", "60")
+    clients = _create_world(P.Api(LIBRARY))
+    try:
+        def rank(index):
+            executable = clients[index].compile(ALL_REDUCE, compile_options=TWO_REPLICAS)
+            (out,), = executable.execute([clients[index].buffer_from_numpy(np.full(2, index + 1, np.float32))])
+            return out.to_numpy()
+        for result in _run_together([lambda i=i: rank(i) for i in range(2)]):
+            np.testing.assert_array_equal(result, [3.0, 3.0])
+    finally:
+        for c in clients:
+            c.destroy()
+    log = next(tmp_path.rglob("daemon.log")).read_text()
+    assert "serving 2 NeuronCores" in log
