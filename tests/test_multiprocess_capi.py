@@ -186,3 +186,38 @@ def test_a_collective_started_after_a_rank_exited_fails_at_once(plugin_api, monk
         assert time.monotonic() - start < 30
     finally:
         first.destroy()
+
+
+ALL_REDUCE_4 = ALL_REDUCE.replace("dense<[[0, 1]]> : tensor<1x2xi64>", "dense<[[0, 1, 2, 3]]> : tensor<1x4xi64>")
+
+
+def test_processes_with_several_cores_each_reduce_over_all_of_them(plugin_api, monkeypatch):
+    # Two processes holding cores 4-5 and 6-7 of a trn1.32xlarge: a 4-replica all-reduce gets
+    # two argument lists from each process, and device ids are physical cores, not 0-3.
+    monkeypatch.setenv("PJRT_NEURON_COLLECTIVE_TIMEOUT", "60")
+    with ThreadPoolExecutor(2) as pool:
+        clients = list(pool.map(lambda i: plugin_api.create_client(
+            {"node_id": i, "num_nodes": 2, "visible_cores": ["4-5", "6-7"][i], "instance_type": "trn1.32xlarge"}),
+            range(2)))
+    try:
+        assignment = P.compile_options_proto(num_replicas=4)
+        executables = []
+        for c in clients:
+            assert [d.id for d in c.devices()] == [4, 5, 6, 7]
+            assert [d.process_index for d in c.devices()] == [0, 0, 1, 1]
+            executables.append(c.compile(ALL_REDUCE_4, compile_options=assignment))
+
+        def rank(index):
+            client = clients[index]
+            args = [[client.buffer_from_numpy(np.full(2, 10.0 ** (2 * index + k), np.float32), device=d)]
+                    for k, d in enumerate(client.addressable_devices())]
+            outputs = executables[index].execute(args)
+            return [row[0].to_numpy() for row in outputs]
+
+        for outputs in _run_together([lambda i=i: rank(i) for i in range(2)]):
+            assert len(outputs) == 2
+            for out in outputs:
+                np.testing.assert_array_equal(out, [1111.0, 1111.0])
+    finally:
+        for c in clients:
+            c.destroy()

@@ -626,15 +626,22 @@ StatusOr<std::unique_ptr<engine::Executable>> Client::CompileThroughCache(Compil
 
 StatusOr<std::unique_ptr<LoadedExecutable>> Client::Compile(const engine::Program& program,
                                                             const std::string& options) {
-  // In a multi-process job, a program placed nowhere runs on this process's cores, not the job's first.
-  std::vector<int64_t> own_cores;
-  for (Device* d : addressable_ptrs_) own_cores.push_back(d->core());
+  // In a multi-process job, a program placed nowhere runs on this process's cores when they
+  // suffice, else on the job's, never on cores of the instance that the job does not hold.
   const bool multi_process = addressable_ptrs_.size() != device_ptrs_.size();
+  std::vector<int64_t> default_cores;
+  for (Device* d : addressable_ptrs_) default_cores.push_back(d->core());
+  ReplicaLayout requested;
+  if (multi_process && NormalizeCompileOptions(options, [](int64_t id) -> StatusOr<int64_t> { return id; }, &requested).ok() &&
+      static_cast<size_t>(requested.num_replicas) * requested.num_partitions > default_cores.size()) {
+    default_cores.clear();
+    for (Device* d : device_ptrs_) default_cores.push_back(d->core());
+  }
   PN_ASSIGN_OR_RETURN(std::string normalized,
                       PrepareCompile(program, options, [this](int64_t id) { return EngineIdOf(id); }, devices_.size(),
                                      std::string(multi_process ? "this job (" : "this process (") +
                                          topology_->instance().name + ")",
-                                     multi_process ? &own_cores : nullptr));
+                                     multi_process ? &default_cores : nullptr));
   PN_ASSIGN_OR_RETURN(CacheSettings cache_settings, ReadCacheSettings());
   const std::string collection = GraphCollectionDirectory();
   std::unique_ptr<engine::Executable> executable;
