@@ -7,6 +7,8 @@ client's destruction is its process leaving. Frameworks on top are in test_multi
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -221,3 +223,31 @@ def test_processes_with_several_cores_each_reduce_over_all_of_them(plugin_api, m
     finally:
         for c in clients:
             c.destroy()
+
+
+def test_a_forked_child_neither_uses_the_cores_nor_keeps_a_dead_rank_alive(plugin_api, monkeypatch):
+    # A DataLoader worker forked from rank 1 inherits its connection to the daemon.
+    monkeypatch.setenv("PJRT_NEURON_COLLECTIVE_TIMEOUT", "60")
+    first, second = _create_world(plugin_api)
+    child = os.fork()
+    if child == 0:
+        try:
+            second.buffer_from_numpy(np.ones(2, np.float32))
+            status = 1
+        except P.PjrtError as e:
+            status = 0 if "forked from the one that holds the NeuronCores" in str(e) else 2
+        time.sleep(30 if status == 0 else 0)
+        os._exit(status)
+    try:
+        time.sleep(1.0)  # the child has tried by now
+        second.destroy()  # rank 1 exits; its child lives on
+        executable = first.compile(ALL_REDUCE, compile_options=TWO_REPLICAS)
+        start = time.monotonic()
+        with pjrt_error(P.ErrorCode.ABORTED, "PJRT_LoadedExecutable_Execute", "exited"):
+            executable.execute([first.buffer_from_numpy(np.ones(2, np.float32))])
+        assert time.monotonic() - start < 30
+        os.kill(child, signal.SIGTERM)
+        _, status = os.waitpid(child, 0)
+        assert os.WIFSIGNALED(status) or os.WEXITSTATUS(status) == 0, status
+    finally:
+        first.destroy()

@@ -189,7 +189,8 @@ class Server {
         WriteStatus(reply, Status(ErrorCode::kDeadlineExceeded,
                                   "process(es) " + missing + " of " + std::to_string(world->size) +
                                       " never attached to the NeuronCores within " + std::to_string(int(timeout)) +
-                                      " s (PJRT_NEURON_COLLECTIVE_TIMEOUT); check that every rank started"));
+                                      " s (PJRT_NEURON_COLLECTIVE_TIMEOUT); check that every rank started, on this "
+                                      "host and with the same PJRT_NEURON_LOCK_DIR (a simulated instance is one host)"));
         return s;  // its connection closes and ends the session
       }
     }

@@ -2,6 +2,7 @@
 // live in the instance daemon. Every call is a request on one of a small pool of connections.
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <spawn.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -24,17 +25,57 @@ extern char** environ;
 namespace pjrt_neuron::engine::remote {
 namespace {
 
+// A forked child (a DataLoader worker, say) inherits the session's connection; if it kept it
+// open, a rank that died would look alive to its peers until its children exit. So children
+// close their copies at fork, and their calls fail.
+constexpr int kMaxSessions = 64;
+std::atomic<int> g_session_fds[kMaxSessions];
+std::atomic<bool> g_forked_child{false};
+
+void CloseSessionsInChild() {
+  g_forked_child = true;
+  for (auto& slot : g_session_fds) {
+    int fd = slot.exchange(-1);
+    if (fd >= 0) close(fd);
+  }
+}
+
+int RegisterSession(int fd) {
+  static const bool registered = [] {
+    for (auto& slot : g_session_fds) slot = -1;
+    pthread_atfork(nullptr, nullptr, CloseSessionsInChild);
+    return true;
+  }();
+  (void)registered;
+  for (int i = 0; i < kMaxSessions; ++i) {
+    int expected = -1;
+    if (g_session_fds[i].compare_exchange_strong(expected, fd)) return i;
+  }
+  return -1;  // more clients than slots: those are not closed in children
+}
+
 class Channel {
  public:
   Channel(std::string address, int primary_fd, int64_t session, std::string log_path)
-      : address_(std::move(address)), primary_fd_(primary_fd), session_(session), log_path_(std::move(log_path)) {}
+      : address_(std::move(address)), primary_fd_(primary_fd), session_(session), log_path_(std::move(log_path)) {
+    slot_ = RegisterSession(primary_fd);
+  }
   ~Channel() {
     for (int fd : idle_) close(fd);
-    close(primary_fd_);  // ends the session: the daemon frees what this process held
+    // Closing ends the session: the daemon frees what this process held.
+    if (slot_ < 0) {
+      close(primary_fd_);
+    } else if (int fd = g_session_fds[slot_].exchange(-1); fd >= 0) {
+      close(fd);
+    }
   }
 
   // Sends a request and returns the reply after its status.
   StatusOr<std::string> Call(Writer& request) {
+    if (g_forked_child) {
+      return FailedPrecondition("this process was forked from the one that holds the NeuronCores; "
+                                "a forked child cannot use them (start it with spawn instead)");
+    }
     int fd = Take();
     if (fd < 0) return Gone();
     std::string reply;
@@ -88,6 +129,7 @@ class Channel {
   int primary_fd_;
   int64_t session_;
   std::string log_path_;
+  int slot_ = -1;
   std::mutex mutex_;
   std::vector<int> idle_;
 };
