@@ -45,6 +45,7 @@ def parse_args(argv):
                         help="global batch, split evenly across the processes")
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--hidden", type=int, default=128, help="width of the hidden layer")
     parser.add_argument("--spawn", action="store_true",
                         help="start the processes with torch_xla's xmp.spawn")
     return parser.parse_args(argv)
@@ -71,11 +72,11 @@ def join_process_group(spawned):
     return xr.global_ordinal(), world_size
 
 
-def build_model():
+def build_model(hidden):
     return torch.nn.Sequential(
-        torch.nn.Linear(64, 128),
+        torch.nn.Linear(64, hidden),
         torch.nn.ReLU(),
-        torch.nn.Linear(128, 10),
+        torch.nn.Linear(hidden, 10),
     )
 
 
@@ -142,7 +143,7 @@ def train(args, spawned):
               file=sys.stderr)
         return 2
 
-    model = build_model().to(device)
+    model = build_model(args.hidden).to(device)
     # DDP over the "xla" backend averages the gradients inside backward().
     # gradient_as_bucket_view stays off: with it, torch-xla 2.9 leaves some
     # gradients unreduced and the ranks drift apart (pytorch/xla#8841).

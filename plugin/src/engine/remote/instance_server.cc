@@ -135,6 +135,7 @@ class Server {
       while (session != nullptr && ReceiveFrame(fd, &request)) {
         Writer out;
         Handle(*session, request, out);
+        if (!request.empty() && IsOneWay(static_cast<Op>(request[0]))) continue;
         if (!SendFrame(fd, out.buffer())) break;
       }
     }

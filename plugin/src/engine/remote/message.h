@@ -32,6 +32,10 @@ enum class Op : uint8_t {
   kAttach,  // a further connection of a process that said hello on its first one
 };
 
+// Releases are not answered: nothing can fail that the caller could act on, and a step of a
+// training loop frees dozens of buffers.
+inline bool IsOneWay(Op op) { return op == Op::kReleaseBuffer || op == Op::kReleaseExecutable; }
+
 enum class Query : uint8_t {
   kFingerprint = 1,
   kCostAnalysis,

@@ -70,6 +70,18 @@ class Channel {
     }
   }
 
+  // Sends a request that gets no reply (IsOneWay).
+  void Send(Writer& request) {
+    if (g_forked_child) return;
+    int fd = Take();
+    if (fd < 0) return;
+    if (SendFrame(fd, request.buffer())) {
+      Give(fd);
+    } else {
+      close(fd);
+    }
+  }
+
   // Sends a request and returns the reply after its status.
   StatusOr<std::string> Call(Writer& request) {
     if (g_forked_child) {
@@ -160,7 +172,7 @@ class RemoteBuffer : public Buffer {
   ~RemoteBuffer() override {
     Writer w;
     w.u8(static_cast<uint8_t>(Op::kReleaseBuffer)).i64(id_);
-    channel_->Call(w);
+    channel_->Send(w);
   }
   int64_t id() const { return id_; }
   void MarkDeleted() { deleted_ = true; }
@@ -270,7 +282,7 @@ class RemoteExecutable : public Executable {
   ~RemoteExecutable() override {
     Writer w;
     w.u8(static_cast<uint8_t>(Op::kReleaseExecutable)).i64(id_);
-    channel_->Call(w);
+    channel_->Send(w);
   }
 
   std::string name() override { return name_; }
