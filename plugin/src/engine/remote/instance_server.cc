@@ -63,7 +63,6 @@ struct World {
 struct Gang {
   std::vector<int> cores;  // every core of the program, in its device-assignment order
   std::map<int, std::vector<std::shared_ptr<Buffer>>> args;
-  std::map<int, Session*> owners;
   std::shared_ptr<ServedExecutable> executable;
   ExecuteOptions options;
   bool done = false;
@@ -186,6 +185,7 @@ class Server {
           if (world->members.count(i) == 0) missing += (missing.empty() ? "" : ", ") + std::to_string(i);
         }
         world->members.erase(s->process_index);
+        s->world = -1;  // left the world already; its session end must not touch it again
         s->alive = false;
         WriteStatus(reply, Status(ErrorCode::kDeadlineExceeded,
                                   "process(es) " + missing + " of " + std::to_string(world->size) +
@@ -218,22 +218,29 @@ class Server {
     s->alive = false;
     auto world = worlds_.find(s->world);
     // Peers waiting for this process in a collective fail now instead of at their deadline.
-    for (auto& [key, gang] : gangs_) {
-      if (gang->done || world == worlds_.end()) continue;
-      for (int core : gang->cores) {
-        if (std::find(s->cores.begin(), s->cores.end(), core) == s->cores.end()) continue;
-        gang->done = true;
-        gang->status = Status(ErrorCode::kAborted,
-                              "process " + std::to_string(s->process_index) + " (pid " + std::to_string(s->pid) +
-                                  ", NeuronCore(s) " + CoreList(s->cores) +
-                                  ") exited before joining this collective execution");
-        break;
+    // Later arrivals find its cores unheld and fail too (RunAsGang), so the gangs can go.
+    for (auto it = gangs_.begin(); it != gangs_.end();) {
+      Gang& gang = *it->second;
+      bool involved = std::any_of(gang.cores.begin(), gang.cores.end(), [&](int core) {
+        return std::find(s->cores.begin(), s->cores.end(), core) != s->cores.end();
+      });
+      if (!involved || gang.done) {
+        ++it;
+        continue;
       }
+      gang.done = true;
+      gang.status = Status(ErrorCode::kAborted,
+                           "process " + std::to_string(s->process_index) + " (pid " + std::to_string(s->pid) +
+                               ", NeuronCore(s) " + CoreList(s->cores) +
+                               ") exited before joining this collective execution");
+      gang.args.clear();
+      it = gangs_.erase(it);
     }
     s->buffers.clear();
     s->executables.clear();
     if (world != worlds_.end()) {
-      world->second->members.erase(s->process_index);
+      auto member = world->second->members.find(s->process_index);
+      if (member != world->second->members.end() && member->second == s) world->second->members.erase(member);
       bool empty = world->second->members.empty();
       if (empty) worlds_.erase(world);
     }
@@ -610,13 +617,13 @@ class Server {
                               "collective program '" + executable->executable->name() + "' needs NeuronCore " +
                                   std::to_string(core) + ", but no live process of this job holds it (its process "
                                   "exited or never attached)");
+        gangs_.erase(key);
         changed_.notify_all();
         break;
       }
     }
     for (size_t d = 0; d < cores.size(); ++d) {
       gang->args[cores[d]] = args[d];
-      gang->owners[cores[d]] = &s;
     }
     if (!gang->done && gang->args.size() == gang->cores.size()) {
       gangs_.erase(key);
