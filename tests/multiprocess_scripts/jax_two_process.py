@@ -66,9 +66,7 @@ def platform():
 
 
 def initialize(args):
-    if platform() == "neuron":
-        # One NeuronCore per process, as torch-xla's xmp.spawn assigns them.
-        os.environ.setdefault("NEURON_RT_VISIBLE_CORES", str(args.process_id))
+    # No NEURON_RT_VISIBLE_CORES: on neuron each process takes its share of the instance itself.
     if platform() == "cpu":
         # gloo is the default in jax 0.10; older releases had no CPU collectives by default.
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
