@@ -225,6 +225,8 @@ def test_processes_with_several_cores_each_reduce_over_all_of_them(plugin_api, m
             c.destroy()
 
 
+# The child only calls the plugin once and sleeps: none of JAX's threads are needed there.
+@pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning")
 def test_a_forked_child_neither_uses_the_cores_nor_keeps_a_dead_rank_alive(plugin_api, monkeypatch):
     # A DataLoader worker forked from rank 1 inherits its connection to the daemon.
     monkeypatch.setenv("PJRT_NEURON_COLLECTIVE_TIMEOUT", "60")
