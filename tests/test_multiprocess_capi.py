@@ -148,6 +148,8 @@ def test_bad_process_options_are_refused(plugin_api, options, message):
     ("NEURON_PJRT_WORLD_SIZE", "0", "NEURON_PJRT_WORLD_SIZE='0' is not a positive integer"),
     ("NEURON_PJRT_PROCESSES_NUM_DEVICES", "1,x", "NEURON_PJRT_PROCESSES_NUM_DEVICES entry='x'"),
     ("PJRT_NEURON_COLLECTIVE_TIMEOUT", "soon", "PJRT_NEURON_COLLECTIVE_TIMEOUT='soon' is not a positive number"),
+    ("PJRT_NEURON_COLLECTIVE_TIMEOUT", "5s", "PJRT_NEURON_COLLECTIVE_TIMEOUT='5s' is not a positive number"),
+    ("PJRT_NEURON_DAEMON_IDLE_SECONDS", "-1", "PJRT_NEURON_DAEMON_IDLE_SECONDS='-1' is not a non-negative number"),
 ])
 def test_bad_process_environment_is_refused(plugin_api, monkeypatch, variable, value, message):
     monkeypatch.setenv("NEURON_PJRT_WORLD_SIZE", "2")

@@ -1,5 +1,6 @@
 // PjrtNeuron_ServeInstance: the entry point of the instance daemon program (tools/), which is
 // only a launcher for this library so that both sides of multi-process mode are one build.
+#include <algorithm>
 #include <cstdlib>
 #include <cstdio>
 
@@ -15,7 +16,8 @@ extern "C" __attribute__((visibility("default"))) int PjrtNeuron_ServeInstance(i
   options.num_cores = std::atoi(argv[1]);
   options.engine_library_path = argv[2];
   if (const char* idle = std::getenv("PJRT_NEURON_DAEMON_IDLE_SECONDS"); idle != nullptr && *idle != '\0') {
-    options.idle_seconds = std::atof(idle);
+    // At least a second: the process that started the daemon has yet to connect.
+    options.idle_seconds = std::max(1.0, std::atof(idle));
   }
   return pjrt_neuron::engine::remote::ServeInstance(options);
 }

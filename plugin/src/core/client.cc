@@ -376,11 +376,21 @@ Status Client::CreateMultiProcess(const ClientOptions& options, const InstanceSh
   connect.world_size = options.world_size;
   connect.cores = lease_->cores();
   if (const char* timeout = std::getenv("PJRT_NEURON_COLLECTIVE_TIMEOUT"); timeout != nullptr && *timeout != '\0') {
-    double seconds = std::strtod(timeout, nullptr);
-    if (!(seconds > 0)) {
+    char* end = nullptr;
+    double seconds = std::strtod(timeout, &end);
+    if (*end != '\0' || !(seconds > 0)) {
       return InvalidArgument(std::string("PJRT_NEURON_COLLECTIVE_TIMEOUT='") + timeout + "' is not a positive number of seconds");
     }
     connect.peer_timeout_seconds = seconds;
+  }
+  // Read by the daemon this process may start; a bad value there would stop it at once.
+  if (const char* idle = std::getenv("PJRT_NEURON_DAEMON_IDLE_SECONDS"); idle != nullptr && *idle != '\0') {
+    char* end = nullptr;
+    double seconds = std::strtod(idle, &end);
+    if (*end != '\0' || !(seconds >= 0)) {
+      return InvalidArgument(std::string("PJRT_NEURON_DAEMON_IDLE_SECONDS='") + idle +
+                             "' is not a non-negative number of seconds");
+    }
   }
   std::vector<engine::remote::WorldMember> world;
   PN_ASSIGN_OR_RETURN(engine_, engine::remote::ConnectInstanceEngine(connect, &world));
