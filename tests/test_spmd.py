@@ -6,7 +6,8 @@ What is covered (the checks themselves are in spmd_scripts/jax_checks.py):
   on cores 6-7 of trn1.32xlarge (NEURON_RT_VISIBLE_CORES, so device ids are not engine core
   numbers) in subprocesses; each under both partitioners (GSPMD and Shardy): jit with
   NamedSharding (data- and model-parallel matmuls, output shardings), shard_map collectives
-  (psum, all_gather, ppermute, all_to_all, psum_scatter), pmap with psum, a sharded training
+  (psum, all_gather, ppermute, all_to_all, psum_scatter) over the whole mesh and over one axis
+  of a 2-d mesh (replica groups that are rows or columns of the mesh), pmap with psum, a sharded training
   step with donated parameters, device_put with shardings, and the device order of compiled
   executables (also after serialize/deserialize). Every result is compared with the same
   check run by JAX's CPU backend with as many forced host devices (a subprocess): values,
@@ -123,6 +124,7 @@ def assert_facts(check: str, o: J.Outcome, n: int):
     sharded_outputs = {
         "dp_matmul": ["out"], "mp_matmul": ["columns"],
         "collectives": ["ppermute", "all_to_all", "psum_scatter", "axis_index"],
+        "group_collectives": ["ppermute_model", "ppermute_data", "all_to_all_model", "psum_scatter_model"],
         "device_put": ["put", "resharded"], "compiled_executable": ["natural_doubled", "reversed_doubled"],
     }.get(check, [])
     for name in sharded_outputs:
@@ -136,6 +138,8 @@ def assert_facts(check: str, o: J.Outcome, n: int):
     elif check == "collectives":
         assert m["shards_hold_their_slices"], m
         assert [p for p, _ in o.placement["psum"]] == everywhere  # replicated result on every device
+    elif check == "group_collectives":
+        assert m["shards_hold_their_slices"], m
     elif check == "pmap":
         assert [p for p, _ in o.placement["psum"]] == everywhere
     elif check == "train_step":

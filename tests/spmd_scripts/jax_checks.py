@@ -183,6 +183,48 @@ def check_collectives(devices):
     return o
 
 
+def check_group_collectives(devices):
+    """Collectives over one axis of a ("data", "model") mesh: replica groups that are a subset of
+    the devices (rows or columns of the mesh), as model-parallel programs emit them."""
+    mesh = mesh_2d(devices)
+    d, m = mesh.shape["data"], mesh.shape["model"]
+    x = ints((d * m * m, 3), 0, 11)
+    both = P(("data", "model"))
+    xs = jax.device_put(x, NamedSharding(mesh, both))
+    blocks = x.reshape(d, m, m, 3)  # blocks[i, j] lives on mesh device (i, j)
+    model_perm = [(j, (j + 1) % m) for j in range(m)]
+    data_perm = [(i, (i + 1) % d) for i in range(d)]
+
+    def smap(f, out_specs, **kw):
+        return jax.jit(shard_map(f, mesh=mesh, in_specs=both, out_specs=out_specs, **kw))
+
+    results = {
+        "psum_model": smap(lambda b: lax.psum(b, "model"), P("data"))(xs),
+        "psum_data": smap(lambda b: lax.psum(b, "data"), P("model"))(xs),
+        "all_gather_model": smap(lambda b: lax.all_gather(b, "model", tiled=True), P("data"), check_vma=False)(xs),
+        "ppermute_model": smap(lambda b: lax.ppermute(b, "model", model_perm), both)(xs),
+        "ppermute_data": smap(lambda b: lax.ppermute(b, "data", data_perm), both)(xs),
+        "all_to_all_model": smap(lambda b: lax.all_to_all(b, "model", 0, 0, tiled=True), both)(xs),
+        "psum_scatter_model": smap(
+            lambda b: lax.psum_scatter(b, "model", scatter_dimension=0, tiled=True), both)(xs),
+    }
+    o = Outcome()
+    o.expected = {
+        "psum_model": blocks.sum(1).reshape(d * m, 3),
+        "psum_data": blocks.sum(0).reshape(m * m, 3),
+        "all_gather_model": x,
+        "ppermute_model": np.roll(blocks, 1, axis=1).reshape(x.shape),  # (i, j) gets block (i, j-1)
+        "ppermute_data": np.roll(blocks, 1, axis=0).reshape(x.shape),  # (i, j) gets block (i-1, j)
+        "all_to_all_model": blocks.transpose(0, 2, 1, 3).reshape(x.shape),  # chunk k of (i, j) -> (i, k)
+        "psum_scatter_model": blocks.sum(1).reshape(d * m, 3),  # row k of row i's sum ends on (i, k)
+    }
+    for name, array in results.items():
+        o.values[name] = np.asarray(array)
+        o.placement[name] = placement(array, devices)
+    o.meta["shards_hold_their_slices"] = all(shard_values_match(a) for a in results.values())
+    return o
+
+
 def check_pmap(devices):
     n = len(devices)
     x = ints((n, 2, 3), 0, 13)
@@ -340,6 +382,7 @@ CHECKS = {
     "dp_matmul": check_dp_matmul,
     "mp_matmul": check_mp_matmul,
     "collectives": check_collectives,
+    "group_collectives": check_group_collectives,
     "pmap": check_pmap,
     "train_step": check_train_step,
     "device_put": check_device_put,
