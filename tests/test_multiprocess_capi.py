@@ -255,3 +255,91 @@ def test_a_forked_child_neither_uses_the_cores_nor_keeps_a_dead_rank_alive(plugi
         assert os.WIFSIGNALED(status) or os.WEXITSTATUS(status) == 0, status
     finally:
         first.destroy()
+
+
+# ---------------------------------------------------------------- transfers through the daemon
+# From 64 KiB up, bytes cross in shared memory (a window per connection) instead of the socket.
+
+WINDOW_THRESHOLD = 64 << 10
+KEPT_WINDOW = 256 << 20
+
+
+def _sample(dtype, count, seed):
+    rng = np.random.default_rng(seed)
+    if np.dtype(dtype).kind == "f":
+        return rng.standard_normal(count).astype(dtype)
+    return rng.integers(-100, 100, count).astype(dtype)
+
+
+@pytest.mark.parametrize("nbytes", [4, WINDOW_THRESHOLD - 4, WINDOW_THRESHOLD, (1 << 20) + 4, 8 << 20, 2 << 20])
+@pytest.mark.parametrize("dtype", [np.float32, np.int8, np.float64])
+def test_transfers_of_every_size_round_trip_exactly(world, nbytes, dtype):
+    count = max(1, nbytes // np.dtype(dtype).itemsize)
+
+    def rank(index):  # both ranks at once: each uses its own connection and window
+        x = _sample(dtype, count, seed=index)
+        got = world[index].buffer_from_numpy(x).to_numpy()
+        return x, got
+
+    for x, got in _run_together([lambda i=i: rank(i) for i in range(2)]):
+        assert got.dtype == x.dtype
+        np.testing.assert_array_equal(got, x)
+
+
+def test_strided_input_above_the_window_threshold_arrives_dense(world):
+    whole = _sample(np.float32, 512 * 1024, seed=3).reshape(512, 1024)
+    view = whole[:, ::2]  # every other column: 1 MiB of elements spread over 2 MiB
+    buf = world[0].buffer_from_numpy(view, byte_strides=view.strides)
+    np.testing.assert_array_equal(buf.to_numpy(), view)
+
+
+def test_copy_raw_to_host_above_the_window_threshold_reads_its_range(plugin_api, world):
+    x = _sample(np.float32, 1 << 20, seed=4)
+    buf = world[1].buffer_from_numpy(x)
+    out = np.zeros(x.size - 1000, np.float32)
+    a = plugin_api.call("PJRT_Buffer_CopyRawToHost", buffer=buf, dst=out, offset=4000,
+                        transfer_size=out.nbytes)
+    if a.event:
+        event = P.Event(plugin_api, a.event, world[1])
+        event.await_()
+        event.destroy()
+    np.testing.assert_array_equal(out, x[1000:])
+
+
+def _transfer_windows(pid) -> list[int]:
+    """Sizes of the shared transfer windows a process has mapped."""
+    sizes = []
+    with open(f"/proc/{pid}/maps") as maps:
+        for line in maps:
+            if "pjrt-neuron-transfer" in line:
+                start, end = (int(part, 16) for part in line.split()[0].split("-"))
+                sizes.append(end - start)
+    return sizes
+
+
+def _daemon_pids() -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if b"pjrt-neuron-instanced" in f.read().split(b"\0")[0]:
+                    pids.append(int(entry))
+        except (OSError, ValueError):
+            continue
+    return pids
+
+
+def test_a_huge_transfer_leaves_no_huge_window_mapped(world):
+    x = np.arange((KEPT_WINDOW + (4 << 20)) // 4, dtype=np.float32)  # 260 MiB, above the kept size
+    buf = world[0].buffer_from_numpy(x)
+    back = buf.to_numpy()
+    assert back[0] == 0 and back[-1] == x[-1] and np.array_equal(back[::4099], x[::4099])
+    del back
+    buf.destroy()
+    small = _sample(np.float32, 1 << 20, seed=5)  # a kept window afterwards still works
+    np.testing.assert_array_equal(world[0].buffer_from_numpy(small).to_numpy(), small)
+    daemons = _daemon_pids()
+    assert daemons, "no instance daemon is running"
+    for pid in [os.getpid(), *daemons]:
+        assert all(size <= KEPT_WINDOW for size in _transfer_windows(pid)), (pid, _transfer_windows(pid))
+    assert any(_transfer_windows(pid) for pid in daemons)  # the small transfer's window is kept

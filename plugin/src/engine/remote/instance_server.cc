@@ -78,6 +78,20 @@ bool HasCollectives(const std::string& program) {
   return false;
 }
 
+Status NoWindow(int64_t bytes) {
+  return Status(ErrorCode::kResourceExhausted, "the instance daemon has no shared memory for a transfer of " + std::to_string(bytes) +
+                           " bytes (is /dev/shm full?)");
+}
+
+// Bulk bytes of a reply: inline, or only their size when they were written into the window.
+void WritePlacedBytes(Writer& out, bool in_window, const std::string& inline_data, int64_t window_bytes) {
+  if (in_window) {
+    out.u8(static_cast<uint8_t>(Placement::kWindow)).i64(window_bytes);
+  } else {
+    out.u8(static_cast<uint8_t>(Placement::kInline)).str(inline_data);
+  }
+}
+
 std::string CoreList(const std::vector<int>& cores) {
   std::string out;
   for (int c : cores) out += (out.empty() ? "" : ",") + std::to_string(c);
@@ -131,9 +145,13 @@ class Server {
         WriteStatus(reply, InvalidArgument("the first message must be hello or attach"));
       }
       if (!SendFrame(fd, reply.buffer())) session = primary ? session : nullptr;
-      while (session != nullptr && ReceiveFrame(fd, &request)) {
+      SharedWindow window;
+      int window_fd = -1;
+      while (session != nullptr && ReceiveFrame(fd, &request, &window_fd)) {
+        if (window_fd >= 0) window.Adopt(window_fd);
         Writer out;
-        Handle(*session, request, out);
+        Handle(*session, request, out, window);
+        if (!window.kept()) window.Reset();  // used once, as the process does
         if (!request.empty() && IsOneWay(static_cast<Op>(request[0]))) continue;
         if (!SendFrame(fd, out.buffer())) break;
       }
@@ -300,7 +318,7 @@ class Server {
     for (const OutputShape& o : e.outputs()) out.i64(o.type).ints(o.dims).str(o.memory_kind);
   }
 
-  void Handle(Session& s, const std::string& request, Writer& out) {
+  void Handle(Session& s, const std::string& request, Writer& out, const SharedWindow& window) {
     Reader r(request);
     Op op = static_cast<Op>(r.u8());
     switch (op) {
@@ -312,7 +330,13 @@ class Server {
         std::vector<int64_t> strides = r.ints();
         spec.memory_kind = r.str();
         size_t size = 0;
-        spec.data = r.view(&size);
+        if (static_cast<Placement>(r.u8()) == Placement::kInline) {
+          spec.data = r.view(&size);
+        } else {
+          size = static_cast<size_t>(r.i64());
+          if (window.data() == nullptr || size > window.size()) return WriteStatus(out, NoWindow(size));
+          spec.data = window.data();
+        }
         if (!r.ok()) return WriteStatus(out, InvalidArgument("malformed transfer"));
         if (!strides.empty()) {
           spec.byte_strides = strides.data();
@@ -350,38 +374,45 @@ class Server {
         auto buffer = FindBuffer(s, r.i64());
         bool query_only = r.u8() != 0;
         int64_t dst_size = r.i64();
+        bool to_window = static_cast<Placement>(r.u8()) == Placement::kWindow;
         bool has_layout = r.u8() != 0;
         LayoutData layout_data;
         if (has_layout) layout_data = LayoutData::Read(r);
-        if (!r.ok() || buffer == nullptr) return WriteStatus(out, InvalidArgument("unknown buffer"));
+        if (!r.ok() || buffer == nullptr || dst_size < 0) return WriteStatus(out, InvalidArgument("unknown buffer"));
+        if (to_window && (window.data() == nullptr || static_cast<size_t>(dst_size) > window.size())) {
+          return WriteStatus(out, NoWindow(dst_size));
+        }
         PJRT_Buffer_MemoryLayout layout;
         if (has_layout) layout_data.Fill(&layout);
-        std::string data(query_only ? 0 : dst_size, '\0');
+        std::string data(query_only || to_window ? 0 : dst_size, '\0');
+        char* dst = query_only ? nullptr : to_window ? window.data() : data.data();
         size_t required = 0;
-        auto event = buffer->ToHost(query_only ? nullptr : data.data(), data.size(), has_layout ? &layout : nullptr,
-                                    &required);
+        auto event = buffer->ToHost(dst, query_only ? 0 : dst_size, has_layout ? &layout : nullptr, &required);
         if (!event.ok()) return WriteStatus(out, event.status());
         if (*event) {
           Status done = (*event)->Await();
           if (!done.ok()) return WriteStatus(out, done);
         }
         WriteStatus(out, Status::Ok());
-        out.i64(static_cast<int64_t>(required)).str(data);
-        return;
+        out.i64(static_cast<int64_t>(required));
+        return WritePlacedBytes(out, to_window, data, dst_size);
       }
       case Op::kCopyRawToHost: {
         auto buffer = FindBuffer(s, r.i64());
         int64_t offset = r.i64();
         int64_t size = r.i64();
+        bool to_window = static_cast<Placement>(r.u8()) == Placement::kWindow;
         if (!r.ok() || buffer == nullptr || size < 0) return WriteStatus(out, InvalidArgument("unknown buffer"));
-        std::string data(size, '\0');
-        auto event = buffer->CopyRawToHost(data.data(), offset, size);
+        if (to_window && (window.data() == nullptr || static_cast<size_t>(size) > window.size())) {
+          return WriteStatus(out, NoWindow(size));
+        }
+        std::string data(to_window ? 0 : size, '\0');
+        auto event = buffer->CopyRawToHost(to_window ? window.data() : data.data(), offset, size);
         if (!event.ok()) return WriteStatus(out, event.status());
         Status done = *event ? (*event)->Await() : Status::Ok();
         if (!done.ok()) return WriteStatus(out, done);
         WriteStatus(out, Status::Ok());
-        out.str(data);
-        return;
+        return WritePlacedBytes(out, to_window, data, size);
       }
       case Op::kCopyTo: {
         auto buffer = FindBuffer(s, r.i64());

@@ -1,7 +1,9 @@
 #include "engine/remote/message.h"
 
 #include <cerrno>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -44,18 +46,95 @@ sockaddr_un AbstractAddress(const std::string& address, socklen_t* length) {
 
 }  // namespace
 
-bool SendFrame(int fd, const std::string& payload) {
+bool SendFrame(int fd, const std::string& payload, int pass_fd) {
   uint64_t size = payload.size();
-  return WriteAll(fd, reinterpret_cast<const char*>(&size), sizeof(size)) &&
+  if (pass_fd < 0) return WriteAll(fd, reinterpret_cast<const char*>(&size), sizeof(size)) &&
+                          WriteAll(fd, payload.data(), payload.size());
+  // The descriptor rides on the length's bytes, which a stream socket delivers whole.
+  iovec part{&size, sizeof(size)};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr message{};
+  message.msg_iov = &part;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof(control);
+  cmsghdr* header = CMSG_FIRSTHDR(&message);
+  header->cmsg_level = SOL_SOCKET;
+  header->cmsg_type = SCM_RIGHTS;
+  header->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(header), &pass_fd, sizeof(int));
+  ssize_t n;
+  do {
+    n = sendmsg(fd, &message, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0) return false;
+  return WriteAll(fd, reinterpret_cast<const char*>(&size) + n, sizeof(size) - n) &&
          WriteAll(fd, payload.data(), payload.size());
 }
 
-bool ReceiveFrame(int fd, std::string* payload) {
+bool ReceiveFrame(int fd, std::string* payload, int* received_fd) {
   uint64_t size = 0;
-  if (!ReadAll(fd, reinterpret_cast<char*>(&size), sizeof(size))) return false;
+  if (received_fd == nullptr) {
+    if (!ReadAll(fd, reinterpret_cast<char*>(&size), sizeof(size))) return false;
+  } else {
+    *received_fd = -1;
+    iovec part{&size, sizeof(size)};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr message{};
+    message.msg_iov = &part;
+    message.msg_iovlen = 1;
+    message.msg_control = control;
+    message.msg_controllen = sizeof(control);
+    ssize_t n;
+    do {
+      n = recvmsg(fd, &message, MSG_CMSG_CLOEXEC);
+    } while (n < 0 && errno == EINTR);
+    if (n <= 0) return false;
+    for (cmsghdr* h = CMSG_FIRSTHDR(&message); h != nullptr; h = CMSG_NXTHDR(&message, h)) {
+      if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS) std::memcpy(received_fd, CMSG_DATA(h), sizeof(int));
+    }
+    if (!ReadAll(fd, reinterpret_cast<char*>(&size) + n, sizeof(size) - n)) return false;
+  }
   if (size > (uint64_t{1} << 40)) return false;
   payload->resize(size);
   return ReadAll(fd, payload->data(), size);
+}
+
+bool SharedWindow::Create(size_t size) {
+  Reset();
+  int fd = memfd_create("pjrt-neuron-transfer", MFD_CLOEXEC);
+  if (fd < 0) return false;
+  if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    close(fd);
+    return false;
+  }
+  return Adopt(fd);
+}
+
+bool SharedWindow::Adopt(int fd) {
+  Reset();
+  struct stat info {};
+  if (fstat(fd, &info) != 0 || info.st_size <= 0) {
+    close(fd);
+    return false;
+  }
+  void* data = mmap(nullptr, static_cast<size_t>(info.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (data == MAP_FAILED) {
+    close(fd);
+    return false;
+  }
+  fd_ = fd;
+  data_ = static_cast<char*>(data);
+  size_ = static_cast<size_t>(info.st_size);
+  return true;
+}
+
+void SharedWindow::Reset() {
+  if (data_ != nullptr) munmap(data_, size_);
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+  data_ = nullptr;
+  size_ = 0;
 }
 
 std::string DaemonAddress(const std::string& instance_key) {

@@ -54,6 +54,28 @@ int RegisterSession(int fd) {
   return -1;  // more clients than slots: those are not closed in children
 }
 
+// One socket to the daemon, with the shared memory its transfers use.
+struct Connection {
+  explicit Connection(int fd) : fd(fd) {}
+  ~Connection() {
+    if (fd >= 0) close(fd);
+  }
+  int fd;
+  SharedWindow window;
+  bool window_is_new = false;  // the daemon has not been given it yet
+
+  // The window with room for `size` bytes, or nullptr: then the bytes go inline in the message.
+  char* WindowFor(size_t size) {
+    if (window.data() != nullptr && window.size() >= size) return window.data();
+    size_t rounded = size_t{1} << 20;
+    while (rounded < size && rounded < kKeptWindowBytes) rounded <<= 1;
+    if (rounded < size) rounded = (size + 4095) / 4096 * 4096;
+    if (!window.Create(rounded)) return nullptr;
+    window_is_new = true;
+    return window.data();
+  }
+};
+
 class Channel {
  public:
   Channel(std::string address, int primary_fd, int64_t session, std::string log_path)
@@ -61,7 +83,7 @@ class Channel {
     slot_ = RegisterSession(primary_fd);
   }
   ~Channel() {
-    for (int fd : idle_) close(fd);
+    idle_.clear();
     // Closing ends the session: the daemon frees what this process held.
     if (slot_ < 0) {
       close(primary_fd_);
@@ -73,33 +95,50 @@ class Channel {
   // Sends a request that gets no reply (IsOneWay).
   void Send(Writer& request) {
     if (g_forked_child) return;
-    int fd = Take();
-    if (fd < 0) return;
-    if (SendFrame(fd, request.buffer())) {
-      Give(fd);
-    } else {
-      close(fd);
-    }
+    std::unique_ptr<Connection> c = Take();
+    if (c == nullptr) return;
+    if (SendFrame(c->fd, request.buffer())) Give(std::move(c));
   }
 
   // Sends a request and returns the reply after its status.
   StatusOr<std::string> Call(Writer& request) {
+    PN_ASSIGN_OR_RETURN(std::unique_ptr<Connection> c, Lease());
+    auto reply = CallOn(*c, request);
+    Return(std::move(c));
+    return reply;
+  }
+
+  // A connection for a call whose bulk bytes use its window; hand it back with Return.
+  StatusOr<std::unique_ptr<Connection>> Lease() {
     if (g_forked_child) {
       return FailedPrecondition("this process was forked from the one that holds the NeuronCores; "
                                 "a forked child cannot use them (start it with spawn instead)");
     }
-    int fd = Take();
-    if (fd < 0) return Gone();
+    std::unique_ptr<Connection> c = Take();
+    if (c == nullptr) return Gone();
+    return c;
+  }
+
+  StatusOr<std::string> CallOn(Connection& c, Writer& request) {
     std::string reply;
-    if (!SendFrame(fd, request.buffer()) || !ReceiveFrame(fd, &reply)) {
-      close(fd);
+    int pass_fd = c.window_is_new ? c.window.fd() : -1;
+    if (!SendFrame(c.fd, request.buffer(), pass_fd) || !ReceiveFrame(c.fd, &reply)) {
+      close(c.fd);
+      c.fd = -1;
       return Gone();
     }
-    Give(fd);
+    c.window_is_new = false;
     Reader r(reply);
     Status status = ReadStatus(r);
     if (!status.ok()) return status;
     return reply;
+  }
+
+  void Return(std::unique_ptr<Connection> c) {
+    if (c->fd < 0) return;
+    // The daemon drops a window this large after its one use, as we do.
+    if (!c->window_is_new && !c->window.kept()) c->window.Reset();
+    Give(std::move(c));
   }
 
  private:
@@ -107,34 +146,29 @@ class Channel {
     return Unavailable("the pjrt-neuron instance daemon that holds this job's NeuronCores went away (its log: " +
                        log_path_ + ")");
   }
-  int Take() {
+  std::unique_ptr<Connection> Take() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!idle_.empty()) {
-        int fd = idle_.back();
+        std::unique_ptr<Connection> c = std::move(idle_.back());
         idle_.pop_back();
-        return fd;
+        return c;
       }
     }
     int fd = ConnectTo(address_);
-    if (fd < 0) return -1;
+    if (fd < 0) return nullptr;
+    auto c = std::make_unique<Connection>(fd);
     Writer attach;
     attach.u8(static_cast<uint8_t>(Op::kAttach)).i64(session_);
     std::string reply;
-    if (!SendFrame(fd, attach.buffer()) || !ReceiveFrame(fd, &reply)) {
-      close(fd);
-      return -1;
-    }
+    if (!SendFrame(fd, attach.buffer()) || !ReceiveFrame(fd, &reply)) return nullptr;
     Reader r(reply);
-    if (!ReadStatus(r).ok()) {
-      close(fd);
-      return -1;
-    }
-    return fd;
+    if (!ReadStatus(r).ok()) return nullptr;
+    return c;
   }
-  void Give(int fd) {
+  void Give(std::unique_ptr<Connection> c) {
     std::lock_guard<std::mutex> lock(mutex_);
-    idle_.push_back(fd);
+    idle_.push_back(std::move(c));
   }
 
   std::string address_;
@@ -143,7 +177,7 @@ class Channel {
   std::string log_path_;
   int slot_ = -1;
   std::mutex mutex_;
-  std::vector<int> idle_;
+  std::vector<std::unique_ptr<Connection>> idle_;
 };
 
 // A reply's position after its status.
@@ -151,6 +185,13 @@ Reader AfterStatus(const std::string& reply) {
   Reader r(reply);
   ReadStatus(r);
   return r;
+}
+
+// A reply's bulk bytes: inline in the message, or in the connection's window.
+const char* ReadPlacedBytes(Reader& r, const Connection& c, size_t* size) {
+  if (static_cast<Placement>(r.u8()) == Placement::kInline) return r.view(size);
+  *size = std::min<size_t>(static_cast<size_t>(std::max<int64_t>(r.i64(), 0)), c.window.size());
+  return c.window.data();
 }
 
 Status MultiProcessOnly(const std::string& what) {
@@ -185,28 +226,42 @@ class RemoteBuffer : public Buffer {
 
   StatusOr<EventRef> ToHost(void* dst, size_t dst_size, const PJRT_Buffer_MemoryLayout* host_layout,
                             size_t* required_size) override {
+    PN_ASSIGN_OR_RETURN(std::unique_ptr<Connection> c, channel_->Lease());
+    char* window = dst != nullptr && dst_size >= kSharedTransferBytes ? c->WindowFor(dst_size) : nullptr;
     Writer w;
     w.u8(static_cast<uint8_t>(Op::kToHost)).i64(id_).u8(dst == nullptr ? 1 : 0).i64(static_cast<int64_t>(dst_size));
+    w.u8(static_cast<uint8_t>(window != nullptr ? Placement::kWindow : Placement::kInline));
     w.u8(host_layout != nullptr ? 1 : 0);
     if (host_layout != nullptr) LayoutData::From(*host_layout).Write(w);
-    PN_ASSIGN_OR_RETURN(std::string reply, channel_->Call(w));
-    Reader r = AfterStatus(reply);
-    int64_t required = r.i64();
-    size_t size = 0;
-    const char* data = r.view(&size);
-    if (required_size != nullptr) *required_size = static_cast<size_t>(required);
-    if (dst != nullptr) std::memcpy(dst, data, std::min(size, dst_size));
+    auto reply = channel_->CallOn(*c, w);
+    if (reply.ok()) {
+      Reader r = AfterStatus(*reply);
+      int64_t required = r.i64();
+      size_t size = 0;
+      const char* data = ReadPlacedBytes(r, *c, &size);
+      if (required_size != nullptr) *required_size = static_cast<size_t>(required);
+      if (dst != nullptr && data != nullptr) std::memcpy(dst, data, std::min(size, dst_size));
+    }
+    channel_->Return(std::move(c));
+    PN_RETURN_IF_ERROR(reply.status());
     return EventRef(std::make_shared<CompletedEvent>());
   }
 
   StatusOr<EventRef> CopyRawToHost(void* dst, int64_t offset, int64_t size) override {
+    PN_ASSIGN_OR_RETURN(std::unique_ptr<Connection> c, channel_->Lease());
+    char* window = size >= static_cast<int64_t>(kSharedTransferBytes) ? c->WindowFor(size) : nullptr;
     Writer w;
     w.u8(static_cast<uint8_t>(Op::kCopyRawToHost)).i64(id_).i64(offset).i64(size);
-    PN_ASSIGN_OR_RETURN(std::string reply, channel_->Call(w));
-    Reader r = AfterStatus(reply);
-    size_t got = 0;
-    const char* data = r.view(&got);
-    std::memcpy(dst, data, std::min<size_t>(got, size));
+    w.u8(static_cast<uint8_t>(window != nullptr ? Placement::kWindow : Placement::kInline));
+    auto reply = channel_->CallOn(*c, w);
+    if (reply.ok()) {
+      Reader r = AfterStatus(*reply);
+      size_t got = 0;
+      const char* data = ReadPlacedBytes(r, *c, &got);
+      if (data != nullptr) std::memcpy(dst, data, std::min<size_t>(got, size));
+    }
+    channel_->Return(std::move(c));
+    PN_RETURN_IF_ERROR(reply.status());
     return EventRef(std::make_shared<CompletedEvent>());
   }
 
@@ -436,14 +491,24 @@ class RemoteEngine : public Engine {
     }
     std::vector<int64_t> strides;
     if (spec.byte_strides != nullptr) strides.assign(spec.byte_strides, spec.byte_strides + spec.num_byte_strides);
+    PN_ASSIGN_OR_RETURN(std::unique_ptr<Connection> c, channel_->Lease());
+    char* window = span >= kSharedTransferBytes ? c->WindowFor(span) : nullptr;
     Writer w;
     w.u8(static_cast<uint8_t>(Op::kBufferFromHost)).i64(core).i64(spec.type).ints(spec.dims).ints(strides);
-    w.str(spec.memory_kind).bytes(spec.data, span);
-    PN_ASSIGN_OR_RETURN(std::string reply, channel_->Call(w));
-    Reader r = AfterStatus(reply);
+    w.str(spec.memory_kind);
+    if (window != nullptr) {
+      std::memcpy(window, spec.data, span);
+      w.u8(static_cast<uint8_t>(Placement::kWindow)).i64(static_cast<int64_t>(span));
+    } else {
+      w.u8(static_cast<uint8_t>(Placement::kInline)).bytes(spec.data, span);
+    }
+    auto reply = channel_->CallOn(*c, w);
+    channel_->Return(std::move(c));
+    PN_RETURN_IF_ERROR(reply.status());
+    Reader r = AfterStatus(*reply);
     TransferResult result;
     result.buffer = std::make_unique<RemoteBuffer>(channel_, r);
-    return result;  // the bytes were copied into the request: the caller's buffer is free now
+    return result;  // the bytes were copied before the call returned: the caller's buffer is free now
   }
 
   StatusOr<std::unique_ptr<Buffer>> CreateUninitializedBuffer(int core, PJRT_Buffer_Type type,
