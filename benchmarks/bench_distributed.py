@@ -17,8 +17,12 @@ ratio is about 1.0 and what falls short of it is the cost of multi-process mode 
 round trips, gang scheduling, two framework processes tracing on the same CPUs). On Trainium
 each process has its own core and the ratio approaches 2.0 for compute-bound steps.
 
+It also times host <-> device round trips of large arrays (JAX, benchmarks/transfer_worker.py)
+on one NEURON process, on one of two NEURON processes that transfer at the same time (through
+the instance daemon's shared memory) and on the CPU backend, as ratios to the CPU backend's.
+
 Benchmarks report; they never assert times.
-Run: python benchmarks/bench_distributed.py [--epochs N] [--batch-size B] [--repeats R]
+Run: python benchmarks/bench_distributed.py [--epochs N] [--batch-size B] [--repeats R] [--transfer-mib 16,64]
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "train_digits_ddp.py"
+TRANSFER_WORKER = REPO / "benchmarks" / "transfer_worker.py"
 _SCRUBBED = ("PJRT_DEVICE", "CPU_NUM_DEVICES", "JAX_PLATFORMS", "PJRT_NEURON_INSTANCE_TYPE", "NEURON_RT_VISIBLE_CORES",
              "NEURON_RT_NUM_CORES", "NEURON_PJRT_PROCESS_INDEX", "NEURON_PJRT_WORLD_SIZE",
              "NEURON_PJRT_PROCESSES_NUM_DEVICES", "NEURONCORE_NUM_DEVICES", "MASTER_ADDR", "MASTER_PORT")
@@ -46,10 +51,15 @@ def free_port() -> str:
         return str(s.getsockname()[1])
 
 
-def run(launcher: list[str], device: str, args) -> float:
+def clean_env(**settings) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
-    env.update(TF_CPP_MIN_LOG_LEVEL="2", PJRT_DEVICE=device, MASTER_ADDR="127.0.0.1", MASTER_PORT=free_port(),
-               PJRT_NEURON_LOCK_DIR=tempfile.mkdtemp(prefix="pjrt-neuron-bench-locks-"))
+    env.update(TF_CPP_MIN_LOG_LEVEL="2", PJRT_NEURON_LOCK_DIR=tempfile.mkdtemp(prefix="pjrt-neuron-bench-locks-"),
+               **settings)
+    return env
+
+
+def run(launcher: list[str], device: str, args) -> float:
+    env = clean_env(PJRT_DEVICE=device, MASTER_ADDR="127.0.0.1", MASTER_PORT=free_port())
     argv = [*launcher, str(EXAMPLE), "--epochs", str(args.epochs), "--batch-size", str(args.batch_size),
             "--hidden", str(args.hidden)]
     p = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=1800)
@@ -66,13 +76,40 @@ def run(launcher: list[str], device: str, args) -> float:
     return report["seconds_per_step"]
 
 
+def transfer_times(platform: str, processes: int, mib: str) -> dict:
+    """Median round-trip milliseconds by size, as process 0 of `processes` measured them."""
+    env = clean_env(JAX_PLATFORMS=platform)
+    coordinator = f"127.0.0.1:{free_port()}"
+    workers = [subprocess.Popen([sys.executable, str(TRANSFER_WORKER), "--process-id", str(i), "--num-processes",
+                                 str(processes), "--coordinator", coordinator, "--mib", mib],
+                                env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for i in range(processes)]
+    outputs = [w.communicate(timeout=600) for w in workers]
+    if any(w.returncode != 0 for w in workers):
+        sys.exit(f"transfer workers on {platform} failed:\n" + "\n".join(err[-3000:] for _, err in outputs))
+    return json.loads(outputs[0][0].strip().splitlines()[-1])["milliseconds"]
+
+
+def print_transfers(mib: str):
+    cpu = transfer_times("cpu", 1, mib)
+    rows = {"NEURON, 1 process": transfer_times("neuron", 1, mib),
+            "NEURON, 2 processes": transfer_times("neuron", 2, mib)}
+    print("host -> device -> host round trip (JAX), median ms and ratio to the CPU backend:")
+    for size, reference in cpu.items():
+        cells = ", ".join(f"{name} {times[size]:.2f} ms ({times[size] / reference:.2f})" for name, times in rows.items())
+        print(f"  {size:>4s} MiB: CPU backend {reference:.2f} ms; {cells}", flush=True)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--batch-size", type=int, default=128, help="global batch")
     parser.add_argument("--hidden", type=int, default=128, help="hidden layer width (more compute per step)")
     parser.add_argument("--repeats", type=int, default=2, help="runs per configuration; the median is shown")
+    parser.add_argument("--transfer-mib", default="16,64", help="round-trip sizes in MiB; empty to skip")
     args = parser.parse_args(argv)
+    if args.transfer_mib:
+        print_transfers(args.transfer_mib)
 
     one = [sys.executable]
     two = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={free_port()}"]

@@ -325,3 +325,29 @@ def test_uninitialized_buffer_larger_than_core_hbm_is_resource_exhausted(client)
     in_use = d0.memory_stats()["bytes_in_use"]
     buf.destroy()
     pytest.fail(f"accepted a {limit + 4}-byte buffer: bytes_in_use {in_use} > bytes_limit {limit}")
+
+
+def test_large_copies_to_host_write_only_their_destination(plugin_api, client):
+    # Large copies pre-fault their destination's pages; bytes around it must stay untouched.
+    x = np.arange(3 << 18, dtype=np.float32)  # 3 MiB
+    buf = client.buffer_from_numpy(x)
+    host = np.full(x.size + 2048, -1.0, np.float32)
+    dst = host[1001:1001 + x.size]  # starts and ends inside pages shared with the sentinels
+    a = plugin_api.call("PJRT_Buffer_ToHostBuffer", src=buf, dst=dst.ctypes.data, dst_size=dst.nbytes)
+    if a.event:
+        event = P.Event(plugin_api, a.event, client)
+        event.await_()
+        event.destroy()
+    np.testing.assert_array_equal(dst, x)
+    assert (host[:1001] == -1).all() and (host[1001 + x.size:] == -1).all()
+
+    host[:] = -1
+    raw = host[7:7 + x.size - 5]
+    a = plugin_api.call("PJRT_Buffer_CopyRawToHost", buffer=buf, dst=raw.ctypes.data, offset=20,
+                        transfer_size=raw.nbytes)
+    if a.event:
+        event = P.Event(plugin_api, a.event, client)
+        event.await_()
+        event.destroy()
+    np.testing.assert_array_equal(raw, x[5:])
+    assert (host[:7] == -1).all() and (host[7 + raw.size:] == -1).all()
