@@ -80,7 +80,7 @@ bool HasCollectives(const std::string& program) {
 
 Status NoWindow(int64_t bytes) {
   return Status(ErrorCode::kResourceExhausted, "the instance daemon has no shared memory for a transfer of " + std::to_string(bytes) +
-                           " bytes (is /dev/shm full?)");
+                           " bytes: mapping the process's window failed (out of memory?)");
 }
 
 // Bulk bytes of a reply: inline, or only their size when they were written into the window.
