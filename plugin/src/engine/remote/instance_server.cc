@@ -25,6 +25,7 @@
 
 #include "common/sha256.h"
 #include "engine/engine.h"
+#include "core/collective_program.h"
 #include "engine/remote/message.h"
 #include "engine/remote/remote.h"
 
@@ -35,7 +36,10 @@ using Clock = std::chrono::steady_clock;
 
 struct ServedExecutable {
   std::unique_ptr<Executable> executable;
-  std::string gang_key;  // equal for the same program compiled or loaded by any process
+  std::string program_key;  // equal for the same program compiled or loaded by any process
+  // Equal for programs whose executions meet: the same program, or programs whose collectives
+  // correspond one to one (CollectiveSignature).
+  std::string gang_key;
   bool has_collectives = false;
   std::vector<int> cores;
 };
@@ -63,6 +67,7 @@ struct World {
 struct Gang {
   std::vector<int> cores;  // every core of the program, in its device-assignment order
   std::map<int, std::vector<std::shared_ptr<Buffer>>> args;
+  std::map<int, std::shared_ptr<ServedExecutable>> executables;  // each core's process's program
   std::shared_ptr<ServedExecutable> executable;
   ExecuteOptions options;
   bool done = false;
@@ -304,8 +309,19 @@ class Server {
     auto fingerprint = e.Fingerprint();
     Sha256 hash;
     hash.Update(fingerprint.ok() && !fingerprint->empty() ? *fingerprint : optimized.ok() ? optimized->code : e.name());
-    served->gang_key = hash.Digest();
+    served->program_key = hash.Digest();
+    served->gang_key = served->program_key;
     served->cores = e.addressable_cores();
+    if (served->has_collectives && optimized.ok()) {
+      bool matchable = false;
+      std::string signature = core::CollectiveSignature(optimized->code, optimized->format, &matchable);
+      if (matchable) {
+        Sha256 collectives;
+        collectives.Update("collectives " + CoreList(served->cores) + " " + std::to_string(e.num_replicas()) + "x" +
+                           std::to_string(e.num_partitions()) + " " + signature);
+        served->gang_key = collectives.Digest();
+      }
+    }
     int64_t id;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -561,9 +577,11 @@ class Server {
     if (!r.ok() || executable == nullptr) return WriteStatus(out, InvalidArgument("malformed execute request"));
     std::map<int, std::vector<std::unique_ptr<Buffer>>> outputs;
     if (std::getenv("PJRT_NEURON_DAEMON_TRACE") != nullptr) {
-      std::fprintf(stderr, "execute %s cores=%s program cores=%s collectives=%d replicas=%d\n",
+      std::fprintf(stderr, "execute %s cores=%s program cores=%s collectives=%d replicas=%d program=%s gang=%s\n",
                    executable->executable->name().c_str(), CoreList(cores).c_str(), CoreList(executable->cores).c_str(),
-                   int(executable->has_collectives), executable->executable->num_replicas());
+                   int(executable->has_collectives), executable->executable->num_replicas(),
+                   Sha256::Hex(executable->program_key).substr(0, 12).c_str(),
+                   Sha256::Hex(executable->gang_key).substr(0, 12).c_str());
     }
     Status status = cores == executable->cores || !executable->has_collectives
                         ? RunDirectly(*executable, cores, args, options, &outputs)
@@ -655,23 +673,18 @@ class Server {
     }
     for (size_t d = 0; d < cores.size(); ++d) {
       gang->args[cores[d]] = args[d];
+      gang->executables[cores[d]] = executable;
     }
     if (!gang->done && gang->args.size() == gang->cores.size()) {
       gangs_.erase(key);
-      std::vector<std::vector<Buffer*>> all;
-      for (int core : gang->cores) {
-        std::vector<Buffer*> list;
-        for (auto& b : gang->args[core]) list.push_back(b.get());
-        all.push_back(std::move(list));
-      }
+      bool one_program = true;
+      for (auto& [core, member] : gang->executables) one_program = one_program && member->program_key == executable->program_key;
+      ExecuteOptions options = gang->options;
+      if (!one_program) options.launch_id = next_launch_id_++;  // the run id that makes their collectives meet
       lock.unlock();
-      auto run = executable->executable->Execute(all, gang->options, -1);
-      Status status = run.ok() ? AwaitAll(*run) : run.status();
+      Status status = one_program ? RunGangTogether(*gang) : RunGangApart(*gang, options);
       lock.lock();
       gang->status = status;
-      if (status.ok()) {
-        for (size_t d = 0; d < gang->cores.size(); ++d) gang->outputs[gang->cores[d]] = std::move(run->outputs[d]);
-      }
       gang->done = true;
       changed_.notify_all();
     } else {
@@ -698,6 +711,56 @@ class Server {
     return Status::Ok();
   }
 
+  static std::vector<Buffer*> Raw(const std::vector<std::shared_ptr<Buffer>>& list) {
+    std::vector<Buffer*> out;
+    for (auto& b : list) out.push_back(b.get());
+    return out;
+  }
+
+  // Every core runs the same program: one engine execution over all of them.
+  Status RunGangTogether(Gang& gang) {
+    std::vector<std::vector<Buffer*>> all;
+    for (int core : gang.cores) all.push_back(Raw(gang.args[core]));
+    auto run = gang.executable->executable->Execute(all, gang.options, -1);
+    Status status = run.ok() ? AwaitAll(*run) : run.status();
+    if (!status.ok()) return status;
+    for (size_t d = 0; d < gang.cores.size(); ++d) gang.outputs[gang.cores[d]] = std::move(run->outputs[d]);
+    return Status::Ok();
+  }
+
+  // The processes' programs differ but their collectives correspond: each core runs its own
+  // process's program at the same time, under one run id, and XLA matches the collectives by
+  // their channel ids.
+  Status RunGangApart(Gang& gang, const ExecuteOptions& options) {
+    for (auto& [core, member] : gang.executables) {
+      if (member->cores != gang.cores) {
+        return FailedPrecondition("the processes of this job ran different collective programs ('" +
+                                  member->executable->name() + "' on NeuronCore " + std::to_string(core) +
+                                  " spans cores " + CoreList(member->cores) + ", the others span " +
+                                  CoreList(gang.cores) + ")");
+      }
+    }
+    std::vector<StatusOr<ExecuteResult>> runs;
+    for (size_t d = 0; d < gang.cores.size(); ++d) runs.emplace_back(Status(ErrorCode::kInternal, "not run"));
+    std::vector<std::thread> threads;
+    for (size_t d = 0; d < gang.cores.size(); ++d) {
+      threads.emplace_back([&, d] {
+        int core = gang.cores[d];
+        runs[d] = gang.executables[core]->executable->Execute({Raw(gang.args[core])}, options, core);
+        if (runs[d].ok()) {
+          Status done = AwaitAll(*runs[d]);
+          if (!done.ok()) runs[d] = done;
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (auto& run : runs) {
+      if (!run.ok()) return run.status();
+    }
+    for (size_t d = 0; d < gang.cores.size(); ++d) gang.outputs[gang.cores[d]] = std::move(runs[d]->outputs[0]);
+    return Status::Ok();
+  }
+
   bool HeldInWorld(int world_id, int core) {
     auto world = worlds_.find(world_id);
     if (world == worlds_.end()) return false;
@@ -721,6 +784,7 @@ class Server {
   std::map<int, std::unique_ptr<World>> worlds_;
   std::map<std::string, std::shared_ptr<Gang>> gangs_;
   std::map<std::string, int64_t> sequence_numbers_;
+  int next_launch_id_ = 1 << 30;  // apart from the launch ids frameworks choose
 };
 
 }  // namespace

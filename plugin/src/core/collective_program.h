@@ -1,0 +1,27 @@
+// What the instance daemon needs to know about a program's collectives, read from and written
+// into its serialized HloModuleProto (no protobuf library).
+//
+// torch-xla lowers some collectives differently on each rank (xm.all_gather, and so
+// xm.rendezvous, xm.mesh_reduce and xm.save, pad the rank's slice into place, then all-reduce),
+// so the ranks' programs differ while their collectives correspond one to one, as on Trainium,
+// where the runtime matches collectives by their order. XLA's CPU engine matches the
+// collectives of separately compiled programs only when they carry the same channel id.
+#pragma once
+
+#include <string>
+
+namespace pjrt_neuron::core {
+
+// The module with a channel id on every all-reduce, all-gather and reduce-scatter that lacks
+// one, numbered in program order. Only for programs of one partition: there, a channel id does
+// not change which devices take part. Unchanged when malformed or when nothing lacks one.
+std::string WithCollectiveChannels(const std::string& module);
+
+// The program's collectives in order (opcode, result shape, channel id), equal for the
+// programs of different ranks whose collectives correspond. Empty, and `matchable` false, when
+// some collective has no channel id (XLA could not match it across programs) or the module is
+// malformed.
+// `format` is "hlo" (an HloModuleProto) or "hlo_with_config" (an HloModuleProtoWithConfig).
+std::string CollectiveSignature(const std::string& program, const std::string& format, bool* matchable);
+
+}  // namespace pjrt_neuron::core
