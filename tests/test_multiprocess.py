@@ -8,6 +8,9 @@ Every job here is two processes, one NeuronCore each, on one simulated trn1.2xla
 - multiprocess_scripts/jax_two_process.py as two `jax.distributed` processes: a global mesh
   over both processes' cores, psum / all_gather / ppermute across processes and a sharded
   training step, compared with the same two processes on JAX's CPU backend (gloo).
+- torch-xla's collective helpers under torchrun (multiprocess_scripts/torch_collectives.py):
+  xm.rendezvous with payloads, xm.mesh_reduce, xm.all_gather, xm.reduce_scatter, xm.save and
+  the process group's all_reduce and broadcast, some of whose programs differ per rank.
 - No silent hangs: a rank that skips a collective, or dies, makes its peer fail with a clear
   error, within PJRT_NEURON_COLLECTIVE_TIMEOUT or at once.
 
@@ -34,6 +37,7 @@ REPO = Path(__file__).resolve().parent.parent
 SCRIPTS = REPO / "tests" / "multiprocess_scripts"
 DDP_EXAMPLE = REPO / "examples" / "train_digits_ddp.py"
 JAX_SCRIPT = SCRIPTS / "jax_two_process.py"
+TORCH_COLLECTIVES = SCRIPTS / "torch_collectives.py"
 LAUNCH = SCRIPTS / "launch.py"
 TIMEOUT = 600
 EPOCHS = "12"
@@ -74,6 +78,10 @@ def _jobs() -> dict:
                              f"--master_port={_free_port()}", *ddp], _env(PJRT_DEVICE="NEURON")),
         "ddp_spawn": Job([sys.executable, *ddp, "--spawn"], _env(PJRT_DEVICE="NEURON", NEURONCORE_NUM_DEVICES="2")),
         "ddp_single": Job([sys.executable, *ddp], _env(PJRT_DEVICE="NEURON")),
+        "torch_collectives": Job([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+                                  f"--master_port={_free_port()}", str(TORCH_COLLECTIVES),
+                                  os.path.join(tempfile.mkdtemp(prefix="pjrt-neuron-mp-save-"), "checkpoint.pt")],
+                                 _env(PJRT_DEVICE="NEURON", PJRT_NEURON_COLLECTIVE_TIMEOUT="60")),
         "jax_neuron": Job(jax_pair, _env(JAX_PLATFORMS="neuron")),
         "jax_cpu": Job(jax_pair, _env(JAX_PLATFORMS="cpu")),
         "jax_skip_collective": Job([*jax_pair, "--check", "psum", "--skip-collective", "--skip-sleep", "30"],
@@ -139,6 +147,24 @@ def test_torchrun_and_xmp_spawn_train_identically(results):
 
 
 # ---------------------------------------------------------------- JAX: two jax.distributed processes
+
+
+@uses("torch_collectives")
+def test_torch_xla_collective_helpers_work_across_processes(results):
+    stdout = results["torch_collectives"].ok().stdout
+    reports = sorted((json.loads(line) for line in stdout.splitlines() if line.startswith("{")),
+                     key=lambda r: r["rank"])
+    assert [r["rank"] for r in reports] == [0, 1], stdout[-2000:]
+    for r in reports:
+        assert r["world"] == 2
+        assert r["rendezvous"] == ["rank 0", "rank 1"]  # each rank's payload, in rank order
+        assert r["mesh_reduce"] == 3.0  # 1 + 2
+        assert r["all_gather"] == [[0.0, 1.0], [10.0, 11.0]]
+        assert r["all_reduce"] == [3.0, 6.0]
+        assert r["broadcast"] == [6.0]  # rank 1's value
+        assert r["saved"] == [0.0, 0.0, 0.0]  # the master's tensor
+    # arange(4) * 1 + arange(4) * 2, split in two: rank r gets elements 2r and 2r + 1.
+    assert [r["reduce_scatter"] for r in reports] == [[0.0, 3.0], [6.0, 9.0]]
 
 
 def _pair(results, name) -> list[dict]:
