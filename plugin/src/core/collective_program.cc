@@ -20,7 +20,10 @@ constexpr uint32_t kInstructionName = 1;          // HloInstructionProto
 constexpr uint32_t kInstructionOpcode = 2;
 constexpr uint32_t kInstructionShape = 3;
 constexpr uint32_t kInstructionChannelId = 26;
+constexpr uint32_t kInstructionReplicaGroups = 49;
+constexpr uint32_t kInstructionSourceTargetPairs = 52;
 constexpr uint32_t kInstructionConstrainLayout = 56;
+constexpr uint32_t kInstructionCollectiveDeviceList = 87;
 constexpr uint32_t kInstructionId = 35;
 constexpr uint32_t kInstructionOperandIds = 36;
 constexpr uint32_t kShapeElementType = 2;  // ShapeProto
@@ -46,6 +49,7 @@ struct InstructionView {
   std::string opcode;
   std::string shape;
   uint64_t channel_id = 0;
+  std::string groups;  // who takes part: replica groups, source-target pairs, as serialized
 };
 
 bool ReadInstruction(const std::string& bytes, InstructionView* view) {
@@ -56,6 +60,10 @@ bool ReadInstruction(const std::string& bytes, InstructionView* view) {
     if (f.number == kInstructionOpcode && f.wire_type == kLengthDelimited) view->opcode = f.payload;
     if (f.number == kInstructionShape && f.wire_type == kLengthDelimited) view->shape = f.payload;
     if (f.number == kInstructionChannelId && f.wire_type == kVarint) view->channel_id = f.varint;
+    if (f.number == kInstructionReplicaGroups || f.number == kInstructionSourceTargetPairs ||
+        f.number == kInstructionCollectiveDeviceList) {
+      view->groups += f.raw;
+    }
   }
   return true;
 }
@@ -242,8 +250,10 @@ std::string CollectiveSignature(const std::string& program, const std::string& f
     }
     if (!IsCollective(view.opcode)) return;
     if (view.channel_id == 0) every_channeled = false;
+    // Collectives that differ in shape or participants must not meet: XLA would wait for them
+    // with its own, half-hour timeout instead of failing at ours.
     signature += view.opcode + "|" + std::to_string(view.shape.size()) + ":" + view.shape + "|" +
-                 std::to_string(view.channel_id) + ";";
+                 std::to_string(view.channel_id) + "|" + std::to_string(view.groups.size()) + ":" + view.groups + ";";
   });
   *matchable = well_formed && every_channeled && !signature.empty();
   return *matchable ? signature : std::string();
