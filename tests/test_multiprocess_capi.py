@@ -109,6 +109,29 @@ def test_collective_that_a_rank_never_runs_fails_after_the_timeout(world, monkey
     np.testing.assert_array_equal(out.to_numpy(), [1.0, 1.0])
 
 
+def test_a_new_job_never_joins_the_world_of_one_that_is_ending(plugin_api, monkeypatch):
+    # The old job's rank 0 has left, rank 1 not yet: the new job's rank 0 must form a world
+    # with the new rank 1, not take the old rank 0's place.
+    monkeypatch.setenv("PJRT_NEURON_COLLECTIVE_TIMEOUT", "10")
+    old = _create_world(plugin_api)
+    old[0].destroy()
+    time.sleep(0.5)  # the daemon has ended its session
+    new = _create_world(plugin_api)
+    try:
+        executables = [c.compile(ALL_REDUCE, compile_options=TWO_REPLICAS) for c in new]
+        inputs = [np.array([1.0, 2.0], np.float32), np.array([10.0, 20.0], np.float32)]
+
+        def rank(index):
+            (out,), = executables[index].execute([new[index].buffer_from_numpy(inputs[index])])
+            return out.to_numpy()
+
+        for r in _run_together([lambda i=i: rank(i) for i in range(2)]):
+            np.testing.assert_array_equal(r, inputs[0] + inputs[1])
+    finally:
+        for c in [old[1], *new]:
+            c.destroy()
+
+
 def test_a_rank_that_exits_fails_its_waiting_peer_at_once(plugin_api, monkeypatch):
     monkeypatch.setenv("PJRT_NEURON_COLLECTIVE_TIMEOUT", "120")
     first, second = _create_world(plugin_api)

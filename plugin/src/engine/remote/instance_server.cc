@@ -62,6 +62,9 @@ struct World {
   int size = 0;
   std::map<int, Session*> members;  // by process index
   bool complete() const { return static_cast<int>(members.size()) == size; }
+  // Once every process has attached, the world takes no one else, even after members leave:
+  // a new job's process must not join the one that is ending.
+  bool formed = false;
 };
 
 struct Gang {
@@ -185,7 +188,7 @@ class Server {
     // Join the first forming world of this size that lacks our process index.
     World* world = nullptr;
     for (auto& [id, w] : worlds_) {
-      if (!w->complete() && w->size == s->world_size && w->members.count(s->process_index) == 0) {
+      if (!w->formed && w->size == s->world_size && w->members.count(s->process_index) == 0) {
         world = w.get();
         break;
       }
@@ -199,10 +202,11 @@ class Server {
     }
     world->members[s->process_index] = s;
     s->world = world->id;
+    if (world->complete()) world->formed = true;
     changed_.notify_all();
     auto deadline = Clock::now() + std::chrono::duration<double>(timeout);
-    while (!world->complete() && s->alive) {
-      if (changed_.wait_until(lock, deadline) == std::cv_status::timeout && !world->complete()) {
+    while (!world->formed && s->alive) {
+      if (changed_.wait_until(lock, deadline) == std::cv_status::timeout && !world->formed) {
         std::string missing;
         for (int i = 0; i < world->size; ++i) {
           if (world->members.count(i) == 0) missing += (missing.empty() ? "" : ", ") + std::to_string(i);
@@ -264,8 +268,13 @@ class Server {
     if (world != worlds_.end()) {
       auto member = world->second->members.find(s->process_index);
       if (member != world->second->members.end() && member->second == s) world->second->members.erase(member);
-      bool empty = world->second->members.empty();
-      if (empty) worlds_.erase(world);
+      if (world->second->members.empty()) {
+        const std::string job = "world " + std::to_string(world->first) + " ";
+        for (auto it = sequence_numbers_.lower_bound(job); it != sequence_numbers_.end() && it->first.rfind(job, 0) == 0;) {
+          it = sequence_numbers_.erase(it);
+        }
+        worlds_.erase(world);
+      }
     }
     changed_.notify_all();
     sessions_.erase(s->id);
@@ -646,9 +655,12 @@ class Server {
                    const std::vector<std::vector<std::shared_ptr<Buffer>>>& args, const ExecuteOptions& options,
                    double timeout, std::map<int, std::vector<std::unique_ptr<Buffer>>>* outputs) {
     std::unique_lock<std::mutex> lock(mutex_);
-    const std::string sequence_key = executable->gang_key + "@" + std::to_string(cores.front());
+    // Counted per job (world): a job that starts on a daemon an earlier job used begins at 0,
+    // whatever collectives the earlier one left unmatched.
+    const std::string job = "world " + std::to_string(s.world) + " ";
+    const std::string sequence_key = job + executable->gang_key + "@" + std::to_string(cores.front());
     const int64_t sequence = sequence_numbers_[sequence_key]++;
-    const std::string key = executable->gang_key + "#" + std::to_string(sequence);
+    const std::string key = job + executable->gang_key + "#" + std::to_string(sequence);
     auto& slot = gangs_[key];
     if (!slot) {
       slot = std::make_shared<Gang>();
