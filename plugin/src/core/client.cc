@@ -531,26 +531,6 @@ StatusOr<std::unique_ptr<Buffer>> Client::CopyToMemory(Buffer& source, Memory* d
 
 namespace {
 
-// Programs of several replicas in one partition get a channel id on each collective that lacks
-// one (collective_program.h), so ranks whose torch-xla programs differ can meet. Done in every
-// mode, single-process too, so that compile-cache keys agree; with one partition the channel
-// ids change nothing else.
-engine::Program WithCollectiveChannels(const engine::Program& program, const std::string& options,
-                                       std::string* storage) {
-  ReplicaLayout layout;
-  auto same_id = [](int64_t id) -> StatusOr<int64_t> { return id; };
-  if (program.format != "hlo" || program.code == nullptr ||
-      !NormalizeCompileOptions(options, same_id, &layout).ok() || layout.num_replicas <= 1 ||
-      layout.num_partitions > 1) {
-    return program;
-  }
-  *storage = core::WithCollectiveChannels(std::string(program.code, program.code_size));
-  engine::Program rewritten = program;
-  rewritten.code = storage->data();
-  rewritten.code_size = storage->size();
-  return rewritten;
-}
-
 // Checks the program and its options; returns the options with device ids mapped to the engine's.
 StatusOr<std::string> PrepareCompile(const engine::Program& program, const std::string& options,
                                      const DeviceIdMap& to_engine_id, size_t cores_available, const std::string& where,
@@ -572,10 +552,31 @@ StatusOr<std::string> PrepareCompile(const engine::Program& program, const std::
   return normalized;
 }
 
+// Programs of several replicas in one partition get a channel id on each collective that lacks
+// one (collective_program.h), so ranks whose torch-xla programs differ can meet. Every compile
+// goes through here, in every mode, so an executable from the cache is always rewritten; with
+// one partition the channel ids change nothing else.
+engine::Program WithCollectiveChannels(const engine::Program& program, const std::string& normalized_options,
+                                       std::string* storage) {
+  ReplicaLayout layout;
+  auto same_id = [](int64_t id) -> StatusOr<int64_t> { return id; };
+  if (program.format != "hlo" || !NormalizeCompileOptions(normalized_options, same_id, &layout).ok() ||
+      layout.num_replicas <= 1 || layout.num_partitions > 1) {
+    return program;
+  }
+  *storage = core::WithCollectiveChannels(std::string(program.code, program.code_size));
+  engine::Program rewritten = program;
+  rewritten.code = storage->data();
+  rewritten.code_size = storage->size();
+  return rewritten;
+}
+
 StatusOr<std::unique_ptr<engine::Executable>> TimedCompile(engine::Engine& engine, const engine::Program& program,
                                                            const std::string& normalized_options) {
+  std::string rewritten_code;
+  const engine::Program to_compile = WithCollectiveChannels(program, normalized_options, &rewritten_code);
   auto start = std::chrono::steady_clock::now();
-  auto compiled = engine.Compile(program, normalized_options);
+  auto compiled = engine.Compile(to_compile, normalized_options);
   std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
   CountMetrics([&](CacheMetrics& m) {
     m.compiles += 1;
@@ -655,10 +656,8 @@ StatusOr<std::unique_ptr<engine::Executable>> Client::CompileThroughCache(Compil
   return compiled;
 }
 
-StatusOr<std::unique_ptr<LoadedExecutable>> Client::Compile(const engine::Program& submitted,
+StatusOr<std::unique_ptr<LoadedExecutable>> Client::Compile(const engine::Program& program,
                                                             const std::string& options) {
-  std::string rewritten_code;
-  const engine::Program program = WithCollectiveChannels(submitted, options, &rewritten_code);
   // In a multi-process job, a program placed nowhere runs on this process's cores when they
   // suffice, else on the job's, never on cores of the instance that the job does not hold.
   const bool multi_process = addressable_ptrs_.size() != device_ptrs_.size();
@@ -724,11 +723,9 @@ StatusOr<TopologyCompile> PrepareTopologyCompile(const Topology& topology, const
 
 }  // namespace
 
-StatusOr<std::shared_ptr<CompiledProgram>> CompileForTopology(const Topology& topology, const engine::Program& submitted,
+StatusOr<std::shared_ptr<CompiledProgram>> CompileForTopology(const Topology& topology, const engine::Program& program,
                                                               const std::string& options,
                                                               const std::string& engine_library_path) {
-  std::string rewritten_code;
-  const engine::Program program = WithCollectiveChannels(submitted, options, &rewritten_code);
   PN_ASSIGN_OR_RETURN(TopologyCompile prepared, PrepareTopologyCompile(topology, program, options, engine_library_path));
   std::unique_ptr<engine::Engine>& engine = prepared.engine;
   const std::string& normalized = prepared.normalized_options;
@@ -739,11 +736,9 @@ StatusOr<std::shared_ptr<CompiledProgram>> CompileForTopology(const Topology& to
   return compiled;
 }
 
-StatusOr<bool> CompileForTopologyCached(const Topology& topology, const engine::Program& submitted,
+StatusOr<bool> CompileForTopologyCached(const Topology& topology, const engine::Program& program,
                                         const std::string& options, const std::string& engine_library_path,
                                         const CacheSettings& cache_settings) {
-  std::string rewritten_code;
-  const engine::Program program = WithCollectiveChannels(submitted, options, &rewritten_code);
   PN_ASSIGN_OR_RETURN(TopologyCompile prepared, PrepareTopologyCompile(topology, program, options, engine_library_path));
   std::unique_ptr<engine::Engine>& engine = prepared.engine;
   const std::string& normalized = prepared.normalized_options;

@@ -9,35 +9,13 @@
 
 #include <unistd.h>
 
+#include "core/hlo_proto.h"
 #include "core/wire_format.h"
 
 namespace pjrt_neuron::core {
 namespace {
 
-// Field numbers in xla/service/hlo.proto and xla/xla_data.proto.
-namespace fields {
-constexpr uint32_t kWithConfigModule = 1;     // HloModuleProtoWithConfig.hlo_module
-constexpr uint32_t kModuleName = 1;           // HloModuleProto
-constexpr uint32_t kModuleComputations = 3;
-constexpr uint32_t kModuleIsDynamic = 11;
-constexpr uint32_t kComputationInstructions = 2;  // HloComputationProto
-constexpr uint32_t kComputationId = 5;
-constexpr uint32_t kInstructionOpcode = 2;  // HloInstructionProto
-constexpr uint32_t kInstructionShape = 3;
-constexpr uint32_t kInstructionMetadata = 7;
-constexpr uint32_t kInstructionCustomCallTarget = 28;
-constexpr uint32_t kInstructionId = 35;
-constexpr uint32_t kInstructionOperandIds = 36;
-constexpr uint32_t kInstructionCalledComputations = 38;
-constexpr uint32_t kInstructionBackendConfig = 43;
-constexpr uint32_t kInstructionComparisonDirection = 63;
-constexpr uint32_t kShapeElementType = 2;  // ShapeProto
-constexpr uint32_t kShapeTupleShapes = 4;
-constexpr uint32_t kShapeIsDynamicDimension = 6;
-constexpr uint32_t kMetadataOpName = 2;  // OpMetadata
-constexpr uint32_t kMetadataSourceFile = 3;
-constexpr uint32_t kMetadataSourceLine = 4;
-}  // namespace fields
+namespace fields = hlo_fields;
 
 // xla.PrimitiveType values.
 enum PrimitiveType : int {
@@ -272,15 +250,7 @@ bool ComparatorIsPlain(const Computation& comparator, const std::map<int64_t, co
 }  // namespace
 
 StatusOr<std::vector<CompatFinding>> AnalyzeHloModule(const std::string& bytes, bool with_config, bool from_jax) {
-  std::string module_bytes = bytes;
-  if (with_config) {
-    WireReader reader(bytes);
-    Field f;
-    module_bytes.clear();
-    while (!reader.done() && reader.Next(&f)) {
-      if (f.number == fields::kWithConfigModule && f.wire_type == kLengthDelimited) module_bytes = f.payload;
-    }
-  }
+  const std::string module_bytes = HloModuleBytes(bytes, with_config);
   Module module;
   PN_RETURN_IF_ERROR(ReadModule(module_bytes, &module));
   std::map<int64_t, const Computation*> by_id;

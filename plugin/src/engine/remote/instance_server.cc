@@ -359,7 +359,7 @@ class Server {
           spec.data = r.view(&size);
         } else {
           size = static_cast<size_t>(r.i64());
-          if (window.data() == nullptr || size > window.size()) return WriteStatus(out, NoWindow(size));
+          if (!window.Holds(size)) return WriteStatus(out, NoWindow(size));
           spec.data = window.data();
         }
         if (!r.ok()) return WriteStatus(out, InvalidArgument("malformed transfer"));
@@ -404,7 +404,7 @@ class Server {
         LayoutData layout_data;
         if (has_layout) layout_data = LayoutData::Read(r);
         if (!r.ok() || buffer == nullptr || dst_size < 0) return WriteStatus(out, InvalidArgument("unknown buffer"));
-        if (to_window && (window.data() == nullptr || static_cast<size_t>(dst_size) > window.size())) {
+        if (to_window && !window.Holds(static_cast<size_t>(dst_size))) {
           return WriteStatus(out, NoWindow(dst_size));
         }
         PJRT_Buffer_MemoryLayout layout;
@@ -428,7 +428,7 @@ class Server {
         int64_t size = r.i64();
         bool to_window = static_cast<Placement>(r.u8()) == Placement::kWindow;
         if (!r.ok() || buffer == nullptr || size < 0) return WriteStatus(out, InvalidArgument("unknown buffer"));
-        if (to_window && (window.data() == nullptr || static_cast<size_t>(size) > window.size())) {
+        if (to_window && !window.Holds(static_cast<size_t>(size))) {
           return WriteStatus(out, NoWindow(size));
         }
         std::string data(to_window ? 0 : size, '\0');

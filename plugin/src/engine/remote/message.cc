@@ -44,57 +44,60 @@ sockaddr_un AbstractAddress(const std::string& address, socklen_t* length) {
   return addr;
 }
 
+// A message of the frame's 8-byte length with room for one descriptor beside it: the
+// descriptor rides on the length's bytes, which a stream socket delivers whole.
+struct LengthWithDescriptor {
+  explicit LengthWithDescriptor(uint64_t* length) : part{length, sizeof(*length)} {
+    message.msg_iov = &part;
+    message.msg_iovlen = 1;
+    message.msg_control = control;
+    message.msg_controllen = sizeof(control);
+  }
+  iovec part;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr message{};
+};
+
 }  // namespace
 
 bool SendFrame(int fd, const std::string& payload, int pass_fd) {
   uint64_t size = payload.size();
-  if (pass_fd < 0) return WriteAll(fd, reinterpret_cast<const char*>(&size), sizeof(size)) &&
-                          WriteAll(fd, payload.data(), payload.size());
-  // The descriptor rides on the length's bytes, which a stream socket delivers whole.
-  iovec part{&size, sizeof(size)};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr message{};
-  message.msg_iov = &part;
-  message.msg_iovlen = 1;
-  message.msg_control = control;
-  message.msg_controllen = sizeof(control);
-  cmsghdr* header = CMSG_FIRSTHDR(&message);
-  header->cmsg_level = SOL_SOCKET;
-  header->cmsg_type = SCM_RIGHTS;
-  header->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(header), &pass_fd, sizeof(int));
-  ssize_t n;
-  do {
-    n = sendmsg(fd, &message, MSG_NOSIGNAL);
-  } while (n < 0 && errno == EINTR);
-  if (n <= 0) return false;
-  return WriteAll(fd, reinterpret_cast<const char*>(&size) + n, sizeof(size) - n) &&
+  size_t sent = 0;
+  if (pass_fd >= 0) {
+    LengthWithDescriptor length(&size);
+    cmsghdr* header = CMSG_FIRSTHDR(&length.message);
+    header->cmsg_level = SOL_SOCKET;
+    header->cmsg_type = SCM_RIGHTS;
+    header->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(header), &pass_fd, sizeof(int));
+    ssize_t n;
+    do {
+      n = sendmsg(fd, &length.message, MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    if (n <= 0) return false;
+    sent = static_cast<size_t>(n);
+  }
+  return WriteAll(fd, reinterpret_cast<const char*>(&size) + sent, sizeof(size) - sent) &&
          WriteAll(fd, payload.data(), payload.size());
 }
 
 bool ReceiveFrame(int fd, std::string* payload, int* received_fd) {
   uint64_t size = 0;
-  if (received_fd == nullptr) {
-    if (!ReadAll(fd, reinterpret_cast<char*>(&size), sizeof(size))) return false;
-  } else {
+  size_t received = 0;
+  if (received_fd != nullptr) {
     *received_fd = -1;
-    iovec part{&size, sizeof(size)};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr message{};
-    message.msg_iov = &part;
-    message.msg_iovlen = 1;
-    message.msg_control = control;
-    message.msg_controllen = sizeof(control);
+    LengthWithDescriptor length(&size);
     ssize_t n;
     do {
-      n = recvmsg(fd, &message, MSG_CMSG_CLOEXEC);
+      n = recvmsg(fd, &length.message, MSG_CMSG_CLOEXEC);
     } while (n < 0 && errno == EINTR);
     if (n <= 0) return false;
-    for (cmsghdr* h = CMSG_FIRSTHDR(&message); h != nullptr; h = CMSG_NXTHDR(&message, h)) {
+    for (cmsghdr* h = CMSG_FIRSTHDR(&length.message); h != nullptr; h = CMSG_NXTHDR(&length.message, h)) {
       if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS) std::memcpy(received_fd, CMSG_DATA(h), sizeof(int));
     }
-    if (!ReadAll(fd, reinterpret_cast<char*>(&size) + n, sizeof(size) - n)) return false;
+    received = static_cast<size_t>(n);
   }
+  if (!ReadAll(fd, reinterpret_cast<char*>(&size) + received, sizeof(size) - received)) return false;
   if (size > (uint64_t{1} << 40)) return false;
   payload->resize(size);
   return ReadAll(fd, payload->data(), size);

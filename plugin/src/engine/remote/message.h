@@ -228,6 +228,7 @@ class SharedWindow {
   size_t size() const { return size_; }
   int fd() const { return fd_; }
   bool kept() const { return size_ <= kKeptWindowBytes; }
+  bool Holds(size_t bytes) const { return data_ != nullptr && bytes <= size_; }
 
  private:
   int fd_ = -1;

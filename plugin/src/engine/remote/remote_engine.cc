@@ -66,7 +66,7 @@ struct Connection {
 
   // The window with room for `size` bytes, or nullptr: then the bytes go inline in the message.
   char* WindowFor(size_t size) {
-    if (window.data() != nullptr && window.size() >= size) return window.data();
+    if (window.Holds(size)) return window.data();
     size_t rounded = size_t{1} << 20;
     while (rounded < size && rounded < kKeptWindowBytes) rounded <<= 1;
     if (rounded < size) rounded = (size + 4095) / 4096 * 4096;

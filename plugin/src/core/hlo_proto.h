@@ -1,0 +1,56 @@
+// Field numbers of XLA's HLO protos (xla/service/hlo.proto, xla/xla_data.proto), read and
+// written with wire_format.h; shared by the compatibility check and the collective rewrite.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/wire_format.h"
+
+namespace pjrt_neuron::core {
+
+namespace hlo_fields {
+constexpr uint32_t kWithConfigModule = 1;  // HloModuleProtoWithConfig.hlo_module
+constexpr uint32_t kModuleName = 1;        // HloModuleProto
+constexpr uint32_t kModuleComputations = 3;
+constexpr uint32_t kModuleIsDynamic = 11;
+constexpr uint32_t kComputationInstructions = 2;  // HloComputationProto
+constexpr uint32_t kComputationId = 5;
+constexpr uint32_t kInstructionName = 1;  // HloInstructionProto
+constexpr uint32_t kInstructionOpcode = 2;
+constexpr uint32_t kInstructionShape = 3;
+constexpr uint32_t kInstructionMetadata = 7;
+constexpr uint32_t kInstructionChannelId = 26;
+constexpr uint32_t kInstructionCustomCallTarget = 28;
+constexpr uint32_t kInstructionId = 35;
+constexpr uint32_t kInstructionOperandIds = 36;
+constexpr uint32_t kInstructionCalledComputations = 38;
+constexpr uint32_t kInstructionBackendConfig = 43;
+constexpr uint32_t kInstructionReplicaGroups = 49;
+constexpr uint32_t kInstructionSourceTargetPairs = 52;
+constexpr uint32_t kInstructionConstrainLayout = 56;
+constexpr uint32_t kInstructionComparisonDirection = 63;
+constexpr uint32_t kInstructionCollectiveDeviceList = 87;
+constexpr uint32_t kShapeElementType = 2;  // ShapeProto
+constexpr uint32_t kShapeTupleShapes = 4;
+constexpr uint32_t kShapeIsDynamicDimension = 6;
+constexpr uint32_t kMetadataOpName = 2;  // OpMetadata
+constexpr uint32_t kMetadataSourceFile = 3;
+constexpr uint32_t kMetadataSourceLine = 4;
+}  // namespace hlo_fields
+
+constexpr int kTupleElementType = 13;  // xla.PrimitiveType TUPLE
+
+// The HloModuleProto of a serialized "hlo" or "hlo_with_config" program; empty when missing.
+inline std::string HloModuleBytes(const std::string& program, bool with_config) {
+  if (!with_config) return program;
+  std::string module;
+  WireReader reader(program);
+  Field f;
+  while (!reader.done() && reader.Next(&f)) {
+    if (f.number == hlo_fields::kWithConfigModule && f.wire_type == kLengthDelimited) module = f.payload;
+  }
+  return module;
+}
+
+}  // namespace pjrt_neuron::core
