@@ -25,14 +25,14 @@ PN_ENTRY(Buffer_Destroy) {
 PN_ENTRY(Buffer_ElementType) {
   PN_REQUIRE_ARGS(args, PJRT_Buffer_ElementType_Args, type);
   PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UnwrapBuffer(args->buffer));
-  args->type = buffer->engine_buffer().element_type();
+  args->type = buffer->element_type();
   return Status::Ok();
 }
 
 PN_ENTRY(Buffer_Dimensions) {
   PN_REQUIRE_ARGS(args, PJRT_Buffer_Dimensions_Args, num_dims);
   PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UnwrapBuffer(args->buffer));
-  const auto& dims = buffer->engine_buffer().dims();
+  const auto& dims = buffer->dims();
   args->dims = dims.data();
   args->num_dims = dims.size();
   return Status::Ok();
@@ -42,7 +42,7 @@ PN_ENTRY(Buffer_Dimensions) {
 PN_ENTRY(Buffer_UnpaddedDimensions) {
   PN_REQUIRE_ARGS(args, PJRT_Buffer_UnpaddedDimensions_Args, num_dims);
   PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UnwrapBuffer(args->buffer));
-  const auto& dims = buffer->engine_buffer().dims();
+  const auto& dims = buffer->dims();
   args->unpadded_dims = dims.data();
   args->num_dims = dims.size();
   return Status::Ok();
@@ -60,13 +60,13 @@ PN_ENTRY(Buffer_DynamicDimensionIndices) {
 PN_ENTRY(Buffer_GetMemoryLayout) {
   PN_REQUIRE_ARGS(args, PJRT_Buffer_GetMemoryLayout_Args, layout);
   PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UsableBuffer(args->buffer));
-  return buffer->engine_buffer().GetMemoryLayout(&args->layout);
+  return buffer->GetMemoryLayout(&args->layout);
 }
 
 PN_ENTRY(Buffer_OnDeviceSizeInBytes) {
   PN_REQUIRE_ARGS(args, PJRT_Buffer_OnDeviceSizeInBytes_Args, on_device_size_in_bytes);
   PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UsableBuffer(args->buffer));
-  PN_ASSIGN_OR_RETURN(args->on_device_size_in_bytes, buffer->engine_buffer().OnDeviceSizeInBytes());
+  PN_ASSIGN_OR_RETURN(args->on_device_size_in_bytes, buffer->OnDeviceSizeInBytes());
   return Status::Ok();
 }
 
@@ -128,21 +128,13 @@ PN_ENTRY(Buffer_CopyToMemory) {
 PN_ENTRY(Buffer_ToHostBuffer) {
   PN_REQUIRE_ARGS(args, PJRT_Buffer_ToHostBuffer_Args, event);
   PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UsableBuffer(args->src, "src"));
-  engine::Buffer& source = buffer->engine_buffer();
-  size_t required = 0;
-  PN_ASSIGN_OR_RETURN(engine::EventRef ignored, source.ToHost(nullptr, 0, args->host_layout, &required));
-  (void)ignored;
   if (args->dst == nullptr) {
-    args->dst_size = required;
+    PN_ASSIGN_OR_RETURN(args->dst_size, buffer->HostSizeInBytes(args->host_layout));
     args->event = nullptr;
     return Status::Ok();
   }
-  if (args->dst_size < required) {
-    return InvalidArgument("dst_size is " + std::to_string(args->dst_size) + " bytes but the buffer needs " +
-                           std::to_string(required));
-  }
-  PN_ASSIGN_OR_RETURN(engine::EventRef done, source.ToHost(args->dst, args->dst_size, args->host_layout, nullptr));
-  args->event = Wrap<PJRT_Event>(new core::Event(std::move(done)));
+  PN_ASSIGN_OR_RETURN(auto done, buffer->ToHost(args->dst, args->dst_size, args->host_layout));
+  args->event = Wrap<PJRT_Event>(done.release());
   return Status::Ok();
 }
 
@@ -150,15 +142,8 @@ PN_ENTRY(Buffer_CopyRawToHost) {
   PN_REQUIRE_ARGS(args, PJRT_Buffer_CopyRawToHost_Args, event);
   PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UsableBuffer(args->buffer));
   if (args->dst == nullptr) return InvalidArgument("`dst` is null");
-  PN_ASSIGN_OR_RETURN(size_t size, buffer->engine_buffer().OnDeviceSizeInBytes());
-  if (args->offset < 0 || args->transfer_size < 0 || static_cast<size_t>(args->offset + args->transfer_size) > size) {
-    return InvalidArgument("bytes [" + std::to_string(args->offset) + ", " +
-                           std::to_string(args->offset + args->transfer_size) + ") are outside the buffer's " +
-                           std::to_string(size) + " bytes");
-  }
-  PN_ASSIGN_OR_RETURN(engine::EventRef done,
-                      buffer->engine_buffer().CopyRawToHost(args->dst, args->offset, args->transfer_size));
-  args->event = Wrap<PJRT_Event>(new core::Event(std::move(done)));
+  PN_ASSIGN_OR_RETURN(auto done, buffer->CopyRawToHost(args->dst, args->offset, args->transfer_size));
+  args->event = Wrap<PJRT_Event>(done.release());
   return Status::Ok();
 }
 
@@ -174,34 +159,34 @@ PN_ENTRY(Buffer_IsOnCpu) {
 PN_ENTRY(Buffer_ReadyEvent) {
   PN_REQUIRE_ARGS(args, PJRT_Buffer_ReadyEvent_Args, event);
   PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UsableBuffer(args->buffer));
-  PN_ASSIGN_OR_RETURN(engine::EventRef ready, buffer->engine_buffer().ReadyEvent());
-  args->event = Wrap<PJRT_Event>(new core::Event(std::move(ready)));
+  PN_ASSIGN_OR_RETURN(auto ready, buffer->ReadyEvent());
+  args->event = Wrap<PJRT_Event>(ready.release());
   return Status::Ok();
 }
 
 PN_ENTRY(Buffer_UnsafePointer) {
   PN_REQUIRE_ARGS(args, PJRT_Buffer_UnsafePointer_Args, buffer_pointer);
   PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UsableBuffer(args->buffer));
-  PN_ASSIGN_OR_RETURN(args->buffer_pointer, buffer->engine_buffer().UnsafePointer());
+  PN_ASSIGN_OR_RETURN(args->buffer_pointer, buffer->UnsafePointer());
   return Status::Ok();
 }
 
 PN_ENTRY(Buffer_IncreaseExternalReferenceCount) {
   PN_REQUIRE_ARGS(args, PJRT_Buffer_IncreaseExternalReferenceCount_Args, buffer);
   PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UsableBuffer(args->buffer));
-  return buffer->engine_buffer().IncreaseExternalReferenceCount();
+  return buffer->IncreaseExternalReferenceCount();
 }
 
 PN_ENTRY(Buffer_DecreaseExternalReferenceCount) {
   PN_REQUIRE_ARGS(args, PJRT_Buffer_DecreaseExternalReferenceCount_Args, buffer);
   PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UnwrapBuffer(args->buffer));
-  return buffer->engine_buffer().DecreaseExternalReferenceCount();
+  return buffer->DecreaseExternalReferenceCount();
 }
 
 PN_ENTRY(Buffer_OpaqueDeviceMemoryDataPointer) {
   PN_REQUIRE_ARGS(args, PJRT_Buffer_OpaqueDeviceMemoryDataPointer_Args, device_memory_ptr);
   PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UsableBuffer(args->buffer));
-  PN_ASSIGN_OR_RETURN(args->device_memory_ptr, buffer->engine_buffer().OpaqueDeviceMemoryPointer());
+  PN_ASSIGN_OR_RETURN(args->device_memory_ptr, buffer->OpaqueDeviceMemoryPointer());
   return Status::Ok();
 }
 

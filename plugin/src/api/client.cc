@@ -20,6 +20,7 @@ PN_ENTRY(Client_Create) {
 PN_ENTRY(Client_Destroy) {
   PN_REQUIRE_ARGS(args, PJRT_Client_Destroy_Args, client);
   PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
+  ForgetAttributeViews(client->topology());
   delete client;
   return Status::Ok();
 }
@@ -142,11 +143,8 @@ PN_ENTRY(Client_DefaultDeviceAssignment) {
     return InvalidArgument("default_assignment must hold at least " + std::to_string(needed) + " ints");
   }
   PN_ASSIGN_OR_RETURN(std::vector<int> assignment,
-                      client->engine().DefaultDeviceAssignment(args->num_replicas, args->num_partitions));
-  for (size_t i = 0; i < needed; ++i) {
-    core::Device* device = client->DeviceForCore(assignment[i]);
-    args->default_assignment[i] = device != nullptr ? device->id() : assignment[i];
-  }
+                      client->DefaultDeviceAssignment(args->num_replicas, args->num_partitions));
+  for (size_t i = 0; i < needed; ++i) args->default_assignment[i] = assignment[i];
   return Status::Ok();
 }
 

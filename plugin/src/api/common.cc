@@ -105,4 +105,26 @@ StatusOr<engine::Attributes> ReadNamedValues(const PJRT_NamedValue* values, size
   return out;
 }
 
+namespace {
+
+OwnedViewCache<void, NamedValues>& AttributeCache() {
+  static auto* cache = new OwnedViewCache<void, NamedValues>();  // never destroyed: entry points may run at exit
+  return *cache;
+}
+
+}  // namespace
+
+const NamedValues& AttributeViews(const core::DeviceDescription& description) {
+  return AttributeCache().Get(&description, [&] { return std::make_unique<NamedValues>(description.attributes); });
+}
+
+const NamedValues& AttributeViews(const core::Topology& topology) {
+  return AttributeCache().Get(&topology, [&] { return std::make_unique<NamedValues>(topology.attributes()); });
+}
+
+void ForgetAttributeViews(const core::Topology& topology) {
+  for (const auto& description : topology.descriptions()) AttributeCache().Forget(description.get());
+  AttributeCache().Forget(&topology);
+}
+
 }  // namespace pjrt_neuron::api

@@ -15,6 +15,7 @@
 #include "common/status.h"
 #include "core/core.h"
 #include "pjrt_c_api.h"
+#include "api/view_cache.h"
 
 struct PJRT_Error {
   pjrt_neuron::Status status;
@@ -65,6 +66,12 @@ class NamedValues {
   engine::Attributes attributes_;
   std::vector<PJRT_NamedValue> values_;
 };
+
+// The named values of a device description's or topology's attributes, kept until
+// ForgetAttributeViews is called for the topology (before it is destroyed).
+const NamedValues& AttributeViews(const core::DeviceDescription& description);
+const NamedValues& AttributeViews(const core::Topology& topology);
+void ForgetAttributeViews(const core::Topology& topology);
 
 // Reads a caller's program and serialized compile options (PJRT_Client_Compile, PJRT_Compile).
 StatusOr<engine::Program> ReadProgram(const PJRT_Program* program, const char* options, size_t options_size,

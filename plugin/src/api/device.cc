@@ -30,12 +30,9 @@ PN_ENTRY(DeviceDescription_ProcessIndex) {
 PN_ENTRY(DeviceDescription_Attributes) {
   PN_REQUIRE_ARGS(args, PJRT_DeviceDescription_Attributes_Args, attributes);
   PN_ASSIGN_OR_RETURN(core::DeviceDescription * d, UnwrapDescription(args->device_description));
-  static std::mutex mutex;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (d->api_cache == nullptr) d->api_cache = std::make_shared<NamedValues>(d->attributes);
-  auto* values = static_cast<const NamedValues*>(d->api_cache.get());
-  args->attributes = values->data();
-  args->num_attributes = values->size();
+  const NamedValues& values = AttributeViews(*d);
+  args->attributes = values.data();
+  args->num_attributes = values.size();
   return Status::Ok();
 }
 

@@ -14,7 +14,7 @@ PN_ENTRY(Event_Destroy) {
 PN_ENTRY(Event_IsReady) {
   PN_REQUIRE_ARGS(args, PJRT_Event_IsReady_Args, is_ready);
   PN_ASSIGN_OR_RETURN(core::Event * event, (Unwrap<core::Event>(args->event, "event")));
-  args->is_ready = event->engine_event().IsReady();
+  args->is_ready = event->IsReady();
   return Status::Ok();
 }
 
@@ -22,14 +22,14 @@ PN_ENTRY(Event_IsReady) {
 PN_ENTRY(Event_Error) {
   PN_REQUIRE_ARGS(args, PJRT_Event_Error_Args, event);
   PN_ASSIGN_OR_RETURN(core::Event * event, (Unwrap<core::Event>(args->event, "event")));
-  if (!event->engine_event().IsReady()) return FailedPrecondition("the event is not ready yet; await it first");
-  return event->engine_event().Await();
+  if (!event->IsReady()) return FailedPrecondition("the event is not ready yet; await it first");
+  return event->Await();
 }
 
 PN_ENTRY(Event_Await) {
   PN_REQUIRE_ARGS(args, PJRT_Event_Await_Args, event);
   PN_ASSIGN_OR_RETURN(core::Event * event, (Unwrap<core::Event>(args->event, "event")));
-  return event->engine_event().Await();
+  return event->Await();
 }
 
 PN_ENTRY(Event_OnReady) {
@@ -38,7 +38,7 @@ PN_ENTRY(Event_OnReady) {
   if (args->callback == nullptr) return InvalidArgument("`callback` is null");
   PJRT_Event_OnReadyCallback callback = args->callback;
   void* user_arg = args->user_arg;
-  event->engine_event().OnReady([callback, user_arg](Status status) {
+  event->OnReady([callback, user_arg](Status status) {
     callback(MakeError(status.WithContext("event")), user_arg);  // the callback owns the error
   });
   return Status::Ok();

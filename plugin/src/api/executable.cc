@@ -6,8 +6,6 @@
 namespace pjrt_neuron::api {
 namespace {
 
-constexpr char kSerializedMagic[] = "pjrt-neuron-executable/1\n";
-constexpr size_t kSerializedMagicSize = sizeof(kSerializedMagic) - 1;
 
 StatusOr<core::Executable*> UnwrapExecutable(const PJRT_Executable* e) {
   return Unwrap<core::Executable>(e, "executable");
@@ -23,7 +21,7 @@ PN_ENTRY(Executable_Destroy) {
 PN_ENTRY(Executable_Name) {
   PN_REQUIRE_ARGS(args, PJRT_Executable_Name_Args, executable_name_size);
   PN_ASSIGN_OR_RETURN(core::Executable * executable, UnwrapExecutable(args->executable));
-  const ExecutableViews& views = ViewsOf(*executable->program());
+  const ExecutableViews& views = ViewsOf(executable->program());
   args->executable_name = views.name.c_str();
   args->executable_name_size = views.name.size();
   return Status::Ok();
@@ -32,35 +30,35 @@ PN_ENTRY(Executable_Name) {
 PN_ENTRY(Executable_NumReplicas) {
   PN_REQUIRE_ARGS(args, PJRT_Executable_NumReplicas_Args, num_replicas);
   PN_ASSIGN_OR_RETURN(core::Executable * executable, UnwrapExecutable(args->executable));
-  args->num_replicas = executable->engine_executable().num_replicas();
+  args->num_replicas = executable->compiled().num_replicas();
   return Status::Ok();
 }
 
 PN_ENTRY(Executable_NumPartitions) {
   PN_REQUIRE_ARGS(args, PJRT_Executable_NumPartitions_Args, num_partitions);
   PN_ASSIGN_OR_RETURN(core::Executable * executable, UnwrapExecutable(args->executable));
-  args->num_partitions = executable->engine_executable().num_partitions();
+  args->num_partitions = executable->compiled().num_partitions();
   return Status::Ok();
 }
 
 PN_ENTRY(Executable_NumOutputs) {
   PN_REQUIRE_ARGS(args, PJRT_Executable_NumOutputs_Args, num_outputs);
   PN_ASSIGN_OR_RETURN(core::Executable * executable, UnwrapExecutable(args->executable));
-  args->num_outputs = executable->engine_executable().outputs().size();
+  args->num_outputs = executable->compiled().outputs().size();
   return Status::Ok();
 }
 
 PN_ENTRY(Executable_SizeOfGeneratedCodeInBytes) {
   PN_REQUIRE_ARGS(args, PJRT_Executable_SizeOfGeneratedCodeInBytes_Args, size_in_bytes);
   PN_ASSIGN_OR_RETURN(core::Executable * executable, UnwrapExecutable(args->executable));
-  PN_ASSIGN_OR_RETURN(args->size_in_bytes, executable->engine_executable().SizeOfGeneratedCodeInBytes());
+  PN_ASSIGN_OR_RETURN(args->size_in_bytes, executable->compiled().SizeOfGeneratedCodeInBytes());
   return Status::Ok();
 }
 
 PN_ENTRY(Executable_GetCostAnalysis) {
   PN_REQUIRE_ARGS(args, PJRT_Executable_GetCostAnalysis_Args, properties);
   PN_ASSIGN_OR_RETURN(core::Executable * executable, UnwrapExecutable(args->executable));
-  const ExecutableViews& views = ViewsOf(*executable->program());
+  const ExecutableViews& views = ViewsOf(executable->program());
   if (views.cost_analysis == nullptr) return views.cost_analysis_status;
   args->properties = views.cost_analysis->data();
   args->num_properties = views.cost_analysis->size();
@@ -70,7 +68,7 @@ PN_ENTRY(Executable_GetCostAnalysis) {
 PN_ENTRY(Executable_OutputElementTypes) {
   PN_REQUIRE_ARGS(args, PJRT_Executable_OutputElementTypes_Args, num_output_types);
   PN_ASSIGN_OR_RETURN(core::Executable * executable, UnwrapExecutable(args->executable));
-  const ExecutableViews& views = ViewsOf(*executable->program());
+  const ExecutableViews& views = ViewsOf(executable->program());
   args->output_types = const_cast<PJRT_Buffer_Type*>(views.output_types.data());
   args->num_output_types = views.output_types.size();
   return Status::Ok();
@@ -79,7 +77,7 @@ PN_ENTRY(Executable_OutputElementTypes) {
 PN_ENTRY(Executable_OutputDimensions) {
   PN_REQUIRE_ARGS(args, PJRT_Executable_OutputDimensions_Args, dim_sizes);
   PN_ASSIGN_OR_RETURN(core::Executable * executable, UnwrapExecutable(args->executable));
-  const ExecutableViews& views = ViewsOf(*executable->program());
+  const ExecutableViews& views = ViewsOf(executable->program());
   args->num_outputs = views.output_ranks.size();
   args->dims = views.output_dims.data();
   args->dim_sizes = views.output_ranks.data();
@@ -89,7 +87,7 @@ PN_ENTRY(Executable_OutputDimensions) {
 PN_ENTRY(Executable_OutputMemoryKinds) {
   PN_REQUIRE_ARGS(args, PJRT_Executable_OutputMemoryKinds_Args, memory_kind_sizes);
   PN_ASSIGN_OR_RETURN(core::Executable * executable, UnwrapExecutable(args->executable));
-  const ExecutableViews& views = ViewsOf(*executable->program());
+  const ExecutableViews& views = ViewsOf(executable->program());
   args->num_outputs = views.memory_kinds.size();
   args->memory_kinds = views.memory_kinds.data();
   args->memory_kind_sizes = views.memory_kind_sizes.data();
@@ -102,7 +100,7 @@ PN_ENTRY(Executable_OptimizedProgram) {
   PN_ASSIGN_OR_RETURN(core::Executable * executable, UnwrapExecutable(args->executable));
   if (args->program == nullptr) return InvalidArgument("`program` is null");
   PN_REQUIRE_ARGS(args->program, PJRT_Program, format_size);
-  PN_ASSIGN_OR_RETURN(engine::ProgramText optimized, executable->engine_executable().OptimizedProgram());
+  PN_ASSIGN_OR_RETURN(engine::ProgramText optimized, executable->compiled().OptimizedProgram());
   const std::string& code = optimized.code;
   // Formats are the engine's string constants ("hlo_with_config"), so a static copy outlives the call.
   static const std::string kHloWithConfig = "hlo_with_config", kHlo = "hlo";
@@ -125,9 +123,8 @@ PN_ENTRY(Executable_OptimizedProgram) {
 PN_ENTRY(Executable_Serialize) {
   PN_REQUIRE_ARGS(args, PJRT_Executable_Serialize_Args, serialized_executable_deleter);
   PN_ASSIGN_OR_RETURN(core::Executable * executable, UnwrapExecutable(args->executable));
-  PN_ASSIGN_OR_RETURN(std::string engine_bytes, executable->engine_executable().Serialize());
-  auto* bytes = new std::string(kSerializedMagic, kSerializedMagicSize);
-  bytes->append(engine_bytes);
+  PN_ASSIGN_OR_RETURN(std::string serialized, executable->compiled().Serialize());
+  auto* bytes = new std::string(std::move(serialized));
   args->serialized_bytes = bytes->data();
   args->serialized_bytes_size = bytes->size();
   args->serialized_executable = reinterpret_cast<PJRT_SerializedExecutable*>(bytes);
@@ -138,7 +135,7 @@ PN_ENTRY(Executable_Serialize) {
 PN_ENTRY(Executable_Fingerprint) {
   PN_REQUIRE_ARGS(args, PJRT_Executable_Fingerprint_Args, executable_fingerprint_size);
   PN_ASSIGN_OR_RETURN(core::Executable * executable, UnwrapExecutable(args->executable));
-  const ExecutableViews& views = ViewsOf(*executable->program());
+  const ExecutableViews& views = ViewsOf(executable->program());
   if (!views.fingerprint_status.ok()) return views.fingerprint_status;
   args->executable_fingerprint = views.fingerprint.c_str();
   args->executable_fingerprint_size = views.fingerprint.size();
@@ -148,7 +145,7 @@ PN_ENTRY(Executable_Fingerprint) {
 PN_ENTRY(Executable_GetCompiledMemoryStats) {
   PN_REQUIRE_ARGS(args, PJRT_Executable_GetCompiledMemoryStats_Args, temp_size_in_bytes);
   PN_ASSIGN_OR_RETURN(core::Executable * executable, UnwrapExecutable(args->executable));
-  PN_ASSIGN_OR_RETURN(engine::CompiledMemoryStats stats, executable->engine_executable().MemoryStats());
+  PN_ASSIGN_OR_RETURN(engine::CompiledMemoryStats stats, executable->compiled().MemoryStats());
   args->generated_code_size_in_bytes = stats.generated_code_size_in_bytes;
   args->argument_size_in_bytes = stats.argument_size_in_bytes;
   args->output_size_in_bytes = stats.output_size_in_bytes;
@@ -172,10 +169,6 @@ PN_ENTRY(Executable_DeserializeAndLoad) {
   PN_ASSIGN_OR_RETURN(core::Client * client, Unwrap<core::Client>(args->client, "client"));
   if (args->serialized_executable == nullptr) return InvalidArgument("`serialized_executable` is null");
   std::string bytes(args->serialized_executable, args->serialized_executable_size);
-  if (bytes.compare(0, kSerializedMagicSize, kSerializedMagic) != 0) {
-    return InvalidArgument("the bytes are not a pjrt-neuron executable (made by PJRT_Executable_Serialize of this plugin)");
-  }
-  bytes.erase(0, kSerializedMagicSize);
   std::string overridden;
   bool has_override = PN_HAS(args, PJRT_Executable_DeserializeAndLoad_Args, overridden_serialized_compile_options_size) &&
                       args->overridden_serialized_compile_options != nullptr;
@@ -189,13 +182,12 @@ PN_ENTRY(Executable_DeserializeAndLoad) {
 
 }  // namespace
 
-const ExecutableViews& ViewsOf(core::CompiledProgram& program) {
-  std::lock_guard<std::mutex> lock(program.api_cache_mutex);
-  if (program.api_cache == nullptr) {
-    auto views = std::make_shared<ExecutableViews>();
-    engine::Executable& e = *program.engine_executable;
-    views->name = e.name();
-    for (const engine::OutputShape& out : e.outputs()) {
+const ExecutableViews& ViewsOf(const std::shared_ptr<core::CompiledProgram>& program) {
+  static ViewCache<core::CompiledProgram, ExecutableViews> cache;
+  return cache.Get(program, [](core::CompiledProgram& p) {
+    auto views = std::make_unique<ExecutableViews>();
+    views->name = p.name();
+    for (const engine::OutputShape& out : p.outputs()) {
       views->output_types.push_back(out.type);
       views->output_ranks.push_back(out.dims.size());
       views->output_dims.insert(views->output_dims.end(), out.dims.begin(), out.dims.end());
@@ -205,15 +197,14 @@ const ExecutableViews& ViewsOf(core::CompiledProgram& program) {
       views->memory_kinds.push_back(kind.c_str());
       views->memory_kind_sizes.push_back(kind.size());
     }
-    auto fingerprint = e.Fingerprint();
+    auto fingerprint = p.Fingerprint();
     views->fingerprint_status = fingerprint.status();
     if (fingerprint.ok()) views->fingerprint = fingerprint.value();
-    auto cost = e.CostAnalysis();
+    auto cost = p.CostAnalysis();
     views->cost_analysis_status = cost.status();
     if (cost.ok()) views->cost_analysis = std::make_unique<NamedValues>(cost.value());
-    program.api_cache = views;
-  }
-  return *static_cast<const ExecutableViews*>(program.api_cache.get());
+    return views;
+  });
 }
 
 void BindExecutables(PJRT_Api* api) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "api/common.h"
+#include "api/view_cache.h"
 
 namespace pjrt_neuron::api {
 
@@ -23,6 +24,7 @@ struct ExecutableViews {
   std::unique_ptr<NamedValues> cost_analysis;
 };
 
-const ExecutableViews& ViewsOf(core::CompiledProgram& program);
+// Built on first use and kept while the program lives.
+const ExecutableViews& ViewsOf(const std::shared_ptr<core::CompiledProgram>& program);
 
 }  // namespace pjrt_neuron::api

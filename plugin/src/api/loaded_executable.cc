@@ -1,6 +1,6 @@
 // PJRT_LoadedExecutable: a program loaded on NeuronCores, and its execution.
 #include "api/executable_views.h"
-#include "core/compile_options.h"
+#include "hlo/compile_options.h"
 
 namespace pjrt_neuron::api {
 namespace {
@@ -48,7 +48,7 @@ PN_ENTRY(LoadedExecutable_IsDeleted) {
 PN_ENTRY(LoadedExecutable_Fingerprint) {
   PN_REQUIRE_ARGS(args, PJRT_LoadedExecutable_Fingerprint_Args, executable_fingerprint_size);
   PN_ASSIGN_OR_RETURN(core::LoadedExecutable * loaded, UnwrapLoaded(args->executable));
-  const ExecutableViews& views = ViewsOf(*loaded->program());
+  const ExecutableViews& views = ViewsOf(loaded->program());
   if (!views.fingerprint_status.ok()) return views.fingerprint_status;
   args->executable_fingerprint = views.fingerprint.c_str();
   args->executable_fingerprint_size = views.fingerprint.size();
@@ -58,10 +58,7 @@ PN_ENTRY(LoadedExecutable_Fingerprint) {
 PN_ENTRY(LoadedExecutable_GetDeviceAssignment) {
   PN_REQUIRE_ARGS(args, PJRT_LoadedExecutable_GetDeviceAssignment_Args, serialized_device_assignment_deleter);
   PN_ASSIGN_OR_RETURN(core::LoadedExecutable * loaded, UnwrapLoaded(args->executable));
-  PN_ASSIGN_OR_RETURN(std::string engine_bytes, loaded->engine_executable().SerializedDeviceAssignment());
-  core::Client* client = loaded->client();
-  PN_ASSIGN_OR_RETURN(std::string bytes, core::MapDeviceAssignment(
-                                             engine_bytes, [client](int64_t core) { return client->DeviceIdOf(core); }));
+  PN_ASSIGN_OR_RETURN(std::string bytes, loaded->SerializedDeviceAssignment());
   auto* owned = new std::string(std::move(bytes));
   args->serialized_bytes = owned->data();
   args->serialized_bytes_size = owned->size();

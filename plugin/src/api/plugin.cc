@@ -1,8 +1,8 @@
 // PJRT_Plugin_*: attributes frameworks read before they create a client.
-#include <cstdlib>
 #include <mutex>
 
 #include "api/common.h"
+#include "core/plugin_attributes.h"
 
 namespace pjrt_neuron::api {
 namespace {
@@ -19,9 +19,7 @@ PN_ENTRY(Plugin_Attributes) {
   static std::unique_ptr<NamedValues> cached;
   std::lock_guard<std::mutex> lock(mutex);
   if (cached == nullptr) {
-    const char* env = std::getenv("PJRT_NEURON_ENGINE_LIBRARY");
-    PN_ASSIGN_OR_RETURN(engine::Attributes attributes, engine::SimEnginePluginAttributes(env ? env : ""));
-    attributes.push_back({"pjrt_neuron_version", std::string(core::PluginVersion())});
+    PN_ASSIGN_OR_RETURN(engine::Attributes attributes, core::PluginAttributes());
     cached = std::make_unique<NamedValues>(attributes);
   }
   args->attributes = cached->data();

@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include "api/common.h"
+#include "common/version.h"
 
 namespace pjrt_neuron::api {
 namespace {
@@ -27,6 +28,7 @@ PN_ENTRY(TopologyDescription_Destroy) {
   PN_REQUIRE_ARGS(args, PJRT_TopologyDescription_Destroy_Args, topology);
   PN_ASSIGN_OR_RETURN(core::Topology * topology, UnwrapTopology(args->topology));
   if (topology->owned_by_client) return InvalidArgument("this topology belongs to its client and lives as long as it");
+  ForgetAttributeViews(*topology);
   delete topology;
   return Status::Ok();
 }
@@ -45,7 +47,7 @@ PN_ENTRY(TopologyDescription_PlatformVersion) {
   PN_REQUIRE_ARGS(args, PJRT_TopologyDescription_PlatformVersion_Args, platform_version_size);
   PN_ASSIGN_OR_RETURN(core::Topology * topology, UnwrapTopology(args->topology));
   (void)topology;
-  static const std::string kVersion = std::string("pjrt-neuron ") + core::PluginVersion();
+  static const std::string kVersion = std::string("pjrt-neuron ") + PluginVersion();
   args->platform_version = kVersion.c_str();
   args->platform_version_size = kVersion.size();
   return Status::Ok();
@@ -64,12 +66,9 @@ PN_ENTRY(TopologyDescription_GetDeviceDescriptions) {
 PN_ENTRY(TopologyDescription_Attributes) {
   PN_REQUIRE_ARGS(args, PJRT_TopologyDescription_Attributes_Args, num_attributes);
   PN_ASSIGN_OR_RETURN(core::Topology * topology, UnwrapTopology(args->topology));
-  static std::mutex mutex;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (topology->api_cache == nullptr) topology->api_cache = std::make_shared<NamedValues>(topology->attributes());
-  auto* values = static_cast<const NamedValues*>(topology->api_cache.get());
-  args->attributes = values->data();
-  args->num_attributes = values->size();
+  const NamedValues& values = AttributeViews(*topology);
+  args->attributes = values.data();
+  args->num_attributes = values.size();
   return Status::Ok();
 }
 

@@ -11,7 +11,9 @@
 
 #include "common/sha256.h"
 #include "core/compile_cache.h"
-#include "core/core.h"
+#include "core/client_options.h"
+#include "core/topology.h"
+#include "core/topology_compile.h"
 
 namespace pjrt_neuron::core {
 namespace {
@@ -43,14 +45,6 @@ std::string Env(const char* name) {
 }  // namespace
 
 std::string GraphCollectionDirectory() { return Env("PJRT_NEURON_GRAPH_COLLECTION"); }
-
-std::string CompileCacheKey(const std::string& engine_description, const Topology& topology,
-                            const engine::Program& program, const std::string& normalized_options) {
-  return CompileCache::Key({"pjrt-neuron-compile/1", PluginVersion(), engine_description,
-                            topology.instance().core_generation, std::to_string(topology.shape().logical_nc_config),
-                            Env("NEURON_CC_FLAGS"), program.format, std::string(program.code, program.code_size),
-                            normalized_options});
-}
 
 void RecordProgram(const std::string& directory, const Topology& topology, const engine::Program& program,
                    const std::string& options) {

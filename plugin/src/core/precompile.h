@@ -24,8 +24,4 @@ enum class PrecompileResult { kCompiled, kAlreadyCached };
 // Compiles one recorded program into the compile cache, without claiming cores.
 StatusOr<PrecompileResult> PrecompileRecord(const std::string& record_path);
 
-// The compile cache key: everything that decides what the compiler produces.
-std::string CompileCacheKey(const std::string& engine_description, const Topology& topology,
-                            const engine::Program& program, const std::string& normalized_options);
-
 }  // namespace pjrt_neuron::core

@@ -1,5 +1,5 @@
-// The Engine interface: what a NeuronCore backend must do. Two implementations:
-// sim/ (XLA's CPU compiler, loaded at run time) and, on Trainium hosts, neuron/.
+// The Engine interface: what a NeuronCore backend must do. Implementations: sim/ (XLA's CPU
+// compiler, loaded at run time) and remote/ (the instance daemon's); factory.h picks one.
 //
 // Engines speak PJRT's plain-data vocabulary (element type numbers, memory layouts,
 // named values) because both engines already use it; they own their own handles.
@@ -138,6 +138,13 @@ struct Program {
   size_t code_size = 0;
 };
 
+// A process of a multi-process job, as the instance daemon lists it.
+struct JobMember {
+  int process_index = 0;
+  int pid = 0;
+  std::vector<int> cores;  // the instance's core indices
+};
+
 struct EngineOptions {
   int num_cores = 2;
   std::string library_path;  // the engine's shared library; empty: the engine finds it
@@ -159,9 +166,6 @@ class Engine {
   virtual StatusOr<std::vector<int>> DefaultDeviceAssignment(int num_replicas, int num_partitions) = 0;
 };
 
-StatusOr<std::unique_ptr<Engine>> CreateSimEngine(const EngineOptions& options);
-// The simulator engine's plugin attributes (StableHLO versions); needs no client.
-StatusOr<Attributes> SimEnginePluginAttributes(const std::string& library_path);
 
 }  // namespace pjrt_neuron::engine
 

@@ -18,6 +18,7 @@
 #include <optional>
 #include <thread>
 
+#include "engine/remote/protocol.h"
 #include "engine/remote/remote.h"
 
 extern char** environ;
@@ -638,7 +639,7 @@ StatusOr<int> ConnectOrSpawn(const ConnectOptions& options, const std::string& a
 }  // namespace
 
 StatusOr<std::unique_ptr<Engine>> ConnectInstanceEngine(const ConnectOptions& options,
-                                                        std::vector<WorldMember>* world) {
+                                                        std::vector<JobMember>* world) {
   const std::string address = DaemonAddress(options.instance_key);
   const std::string log_path = options.lock_directory + "/daemon.log";
   // A daemon that is shutting down refuses the hello; the next attempt starts a fresh one.
@@ -665,7 +666,7 @@ StatusOr<std::unique_ptr<Engine>> ConnectInstanceEngine(const ConnectOptions& op
     int64_t size = r.i64();
     world->clear();
     for (int64_t i = 0; i < size && r.ok(); ++i) {
-      WorldMember m;
+      JobMember m;
       m.process_index = static_cast<int>(r.i64());
       m.pid = static_cast<int>(r.i64());
       m.cores = r.ints<int>();

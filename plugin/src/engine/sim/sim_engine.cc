@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/engine.h"
+#include "engine/sim/sim_engine.h"
 
 namespace pjrt_neuron::engine {
 namespace {

@@ -1,4 +1,4 @@
-#include "core/collective_program.h"
+#include "hlo/collective_program.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -6,10 +6,10 @@
 #include <initializer_list>
 #include <vector>
 
-#include "core/hlo_proto.h"
-#include "core/wire_format.h"
+#include "hlo/hlo_fields.h"
+#include "hlo/wire_format.h"
 
-namespace pjrt_neuron::core {
+namespace pjrt_neuron::hlo {
 namespace {
 
 namespace fields = hlo_fields;
@@ -227,4 +227,4 @@ std::string CollectiveSignature(const std::string& program, const std::string& f
   return *matchable ? signature : std::string();
 }
 
-}  // namespace pjrt_neuron::core
+}  // namespace pjrt_neuron::hlo

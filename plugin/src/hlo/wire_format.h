@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-namespace pjrt_neuron::core {
+namespace pjrt_neuron::hlo {
 
 enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5 };
 
@@ -87,4 +87,4 @@ inline void AppendBytesField(std::string* out, uint32_t number, const std::strin
   *out += payload;
 }
 
-}  // namespace pjrt_neuron::core
+}  // namespace pjrt_neuron::hlo

@@ -12,7 +12,7 @@
 
 #include "common/status.h"
 
-namespace pjrt_neuron::core {
+namespace pjrt_neuron::hlo {
 
 struct ReplicaLayout {
   int num_replicas = 0;    // 0: not set
@@ -33,4 +33,4 @@ StatusOr<std::string> NormalizeCompileOptions(const std::string& serialized_opti
 // Rewrites the ids in a serialized xla.DeviceAssignmentProto.
 StatusOr<std::string> MapDeviceAssignment(const std::string& serialized_assignment, const DeviceIdMap& map);
 
-}  // namespace pjrt_neuron::core
+}  // namespace pjrt_neuron::hlo

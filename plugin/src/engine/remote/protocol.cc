@@ -1,4 +1,4 @@
-#include "engine/remote/message.h"
+#include "engine/remote/protocol.h"
 
 #include <cerrno>
 #include <sys/mman.h>

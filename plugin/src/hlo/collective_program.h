@@ -10,7 +10,7 @@
 
 #include <string>
 
-namespace pjrt_neuron::core {
+namespace pjrt_neuron::hlo {
 
 // The module with a channel id on every all-reduce, all-gather and reduce-scatter that lacks
 // one, numbered in program order. Only for programs of one partition: there, a channel id does
@@ -24,4 +24,4 @@ std::string WithCollectiveChannels(const std::string& module);
 // `format` is "hlo" (an HloModuleProto) or "hlo_with_config" (an HloModuleProtoWithConfig).
 std::string CollectiveSignature(const std::string& program, const std::string& format, bool* matchable);
 
-}  // namespace pjrt_neuron::core
+}  // namespace pjrt_neuron::hlo

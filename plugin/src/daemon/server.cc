@@ -25,11 +25,15 @@
 
 #include "common/sha256.h"
 #include "engine/engine.h"
-#include "core/collective_program.h"
-#include "engine/remote/message.h"
-#include "engine/remote/remote.h"
+#include "hlo/collective_program.h"
+#include "engine/remote/protocol.h"
+#include "daemon/daemon.h"
+#include "engine/sim/sim_engine.h"
 
-namespace pjrt_neuron::engine::remote {
+namespace pjrt_neuron::daemon {
+
+using namespace engine;
+using namespace engine::remote;
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -323,7 +327,7 @@ class Server {
     served->cores = e.addressable_cores();
     if (served->has_collectives && optimized.ok()) {
       bool matchable = false;
-      std::string signature = core::CollectiveSignature(optimized->code, optimized->format, &matchable);
+      std::string signature = hlo::CollectiveSignature(optimized->code, optimized->format, &matchable);
       if (matchable) {
         Sha256 collectives;
         collectives.Update("collectives " + CoreList(served->cores) + " " + std::to_string(e.num_replicas()) + "x" +
@@ -821,4 +825,4 @@ int ServeInstance(const DaemonOptions& options) {
   return server.Run();
 }
 
-}  // namespace pjrt_neuron::engine::remote
+}  // namespace pjrt_neuron::daemon

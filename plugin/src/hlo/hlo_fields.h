@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <string>
 
-#include "core/wire_format.h"
+#include "hlo/wire_format.h"
 
-namespace pjrt_neuron::core {
+namespace pjrt_neuron::hlo {
 
 namespace hlo_fields {
 constexpr uint32_t kWithConfigModule = 1;  // HloModuleProtoWithConfig.hlo_module
@@ -53,4 +53,4 @@ inline std::string HloModuleBytes(const std::string& program, bool with_config) 
   return module;
 }
 
-}  // namespace pjrt_neuron::core
+}  // namespace pjrt_neuron::hlo

@@ -4,14 +4,14 @@
 #include <cstdlib>
 #include <cstdio>
 
-#include "engine/remote/remote.h"
+#include "daemon/daemon.h"
 
 extern "C" __attribute__((visibility("default"))) int PjrtNeuron_ServeInstance(int argc, char** argv) {
   if (argc != 3) {
     std::fprintf(stderr, "usage: pjrt-neuron-instanced LIBRARY ADDRESS NUM_CORES ENGINE_LIBRARY\n");
     return 2;
   }
-  pjrt_neuron::engine::remote::DaemonOptions options;
+  pjrt_neuron::daemon::DaemonOptions options;
   options.address = argv[0];
   options.num_cores = std::atoi(argv[1]);
   options.engine_library_path = argv[2];
@@ -19,5 +19,5 @@ extern "C" __attribute__((visibility("default"))) int PjrtNeuron_ServeInstance(i
     // At least a second: the process that started the daemon has yet to connect.
     options.idle_seconds = std::max(1.0, std::atof(idle));
   }
-  return pjrt_neuron::engine::remote::ServeInstance(options);
+  return pjrt_neuron::daemon::ServeInstance(options);
 }

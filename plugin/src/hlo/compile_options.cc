@@ -1,11 +1,11 @@
-#include "core/compile_options.h"
+#include "hlo/compile_options.h"
 
 #include <algorithm>
 #include <vector>
 
-#include "core/wire_format.h"
+#include "hlo/wire_format.h"
 
-namespace pjrt_neuron::core {
+namespace pjrt_neuron::hlo {
 namespace {
 
 // Field numbers in xla/pjrt/proto/compile_options.proto and xla/xla_data.proto.
@@ -162,4 +162,4 @@ StatusOr<std::string> NormalizeCompileOptions(const std::string& serialized_opti
   return out;
 }
 
-}  // namespace pjrt_neuron::core
+}  // namespace pjrt_neuron::hlo

@@ -1,0 +1,7 @@
+#include "common/version.h"
+
+namespace pjrt_neuron {
+
+const char* PluginVersion() { return PJRT_NEURON_VERSION; }
+
+}  // namespace pjrt_neuron

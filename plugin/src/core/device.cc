@@ -1,0 +1,74 @@
+#include "core/device.h"
+
+#include <algorithm>
+
+#include "core/sizes.h"
+
+namespace pjrt_neuron::core {
+
+Memory::Memory(int id, std::string kind, int kind_id, Device* device)
+    : id_(id), kind_(std::move(kind)), kind_id_(kind_id), device_(device) {
+  to_string_ = "NeuronMemory(id=" + std::to_string(id_) + ", kind=" + kind_ + ", core=" +
+               std::to_string(device->id()) + ")";
+  debug_string_ = kind_ + " memory of NeuronCore " + std::to_string(device->id()) +
+                  (is_hbm() ? " (HBM)" : " (host memory pinned for offload)");
+}
+
+Device::Device(Client* client, const DeviceDescription* description, int core, int64_t hbm_bytes)
+    : client_(client), description_(description), core_(core) {
+  stats_.bytes_limit = hbm_bytes;
+  int kind_id = 0;
+  for (const char* kind : engine::Engine::kMemoryKinds) {
+    memories_.push_back(std::make_unique<Memory>(description->id * 2 + kind_id, kind, kind_id, this));
+    ++kind_id;
+  }
+  for (const auto& m : memories_) memory_ptrs_.push_back(m.get());
+}
+
+Memory* Device::memory_of_kind(const std::string& kind) const {
+  for (Memory* m : memory_ptrs_) {
+    if (m->kind() == kind) return m;
+  }
+  return nullptr;
+}
+
+MemoryStats Device::memory_stats() const {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  return stats_;
+}
+
+Status Device::FitsLocked(int64_t bytes, const std::string& purpose) const {
+  if (stats_.bytes_in_use + bytes <= stats_.bytes_limit) return Status::Ok();
+  return Status(ErrorCode::kResourceExhausted,
+                "NeuronCore " + std::to_string(id()) + " is out of HBM: " + purpose + " needs " + FormatBytes(bytes) +
+                    " but " + FormatBytes(stats_.bytes_in_use) + " of its " + FormatBytes(stats_.bytes_limit) +
+                    " are in use by " + std::to_string(stats_.num_allocs) + " allocation(s) so far (largest " +
+                    FormatBytes(stats_.largest_alloc_size) + ")");
+}
+
+Status Device::CheckFits(int64_t bytes, const std::string& purpose) const {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  return FitsLocked(bytes, purpose);
+}
+
+Status Device::Charge(int64_t bytes, const std::string& purpose) {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  PN_RETURN_IF_ERROR(FitsLocked(bytes, purpose));
+  stats_.bytes_in_use += bytes;
+  stats_.num_allocs += 1;
+  stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
+  stats_.largest_alloc_size = std::max(stats_.largest_alloc_size, bytes);
+  return Status::Ok();
+}
+
+void Device::NotePeak(int64_t transient_bytes) {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use + transient_bytes);
+}
+
+void Device::Release(int64_t bytes) {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  stats_.bytes_in_use -= bytes;
+}
+
+}  // namespace pjrt_neuron::core

@@ -1,0 +1,113 @@
+#include "core/executable.h"
+
+#include "core/client.h"
+#include "core/sizes.h"
+#include "hlo/compile_options.h"
+
+namespace pjrt_neuron::core {
+
+StatusOr<std::string> CompiledProgram::Serialize() {
+  PN_ASSIGN_OR_RETURN(std::string engine_bytes, executable_->Serialize());
+  return std::string(kSerializedExecutableMagic) + engine_bytes;
+}
+
+StatusOr<std::string> LoadedExecutable::SerializedDeviceAssignment() {
+  PN_ASSIGN_OR_RETURN(std::string engine_bytes, engine_executable().SerializedDeviceAssignment());
+  Client* client = client_;
+  return hlo::MapDeviceAssignment(engine_bytes, [client](int64_t core) { return client->DeviceIdOf(core); });
+}
+
+// Graph collection: outputs of the right shapes, never computed.
+StatusOr<ExecuteResult> LoadedExecutable::RecordOnlyResult(const std::vector<std::vector<Buffer*>>& args,
+                                                           Device* only_device) {
+  ExecuteResult result;
+  for (size_t d = 0; d < args.size(); ++d) {
+    Device* device = only_device != nullptr ? only_device : addressable_devices().at(d);
+    std::vector<std::unique_ptr<Buffer>> outputs;
+    for (const engine::OutputShape& shape : engine_executable().outputs()) {
+      PN_ASSIGN_OR_RETURN(auto buffer, client_->CreateUninitializedBuffer(device, shape.type, shape.dims));
+      outputs.push_back(std::move(buffer));
+    }
+    result.outputs.push_back(std::move(outputs));
+    result.completions.push_back(Event::Completed());
+  }
+  return result;
+}
+
+void LoadedExecutable::Delete() {
+  deleted_ = true;
+  engine_executable().Delete();
+}
+
+StatusOr<ExecuteResult> LoadedExecutable::Execute(const std::vector<std::vector<Buffer*>>& args,
+                                                  const engine::ExecuteOptions& options, Device* only_device) {
+  if (deleted_) return FailedPrecondition("the executable has been deleted (PJRT_LoadedExecutable_Delete)");
+  if (record_only_) return RecordOnlyResult(args, only_device);
+  const auto& devices = addressable_devices();
+  if (only_device == nullptr && args.size() != devices.size()) {
+    return InvalidArgument("the program runs on " + std::to_string(devices.size()) + " NeuronCore(s) but " +
+                           std::to_string(args.size()) + " argument lists were given");
+  }
+  if (only_device != nullptr && args.size() != 1) {
+    return InvalidArgument("execute_device was given, so exactly one argument list is expected, got " +
+                           std::to_string(args.size()));
+  }
+  std::vector<Device*> targets;
+  std::vector<std::vector<engine::Buffer*>> engine_args(args.size());
+  for (size_t d = 0; d < args.size(); ++d) {
+    if (d > 0 && args[d].size() != args[0].size()) {
+      return InvalidArgument("argument list " + std::to_string(d) + " has " + std::to_string(args[d].size()) +
+                             " buffers, list 0 has " + std::to_string(args[0].size()));
+    }
+    Device* expected = only_device != nullptr ? only_device : devices[d];
+    targets.push_back(expected);
+    for (size_t i = 0; i < args[d].size(); ++i) {
+      Buffer* b = args[d][i];
+      if (b == nullptr || !b->valid()) return InvalidArgument("argument " + std::to_string(i) + " is not a live buffer");
+      if (b->device()->client() != client_) {
+        return InvalidArgument("argument " + std::to_string(i) + " belongs to another client");
+      }
+      Status usable = b->CheckUsable();
+      if (!usable.ok()) return usable.WithContext("argument " + std::to_string(i));
+      if (b->device() != expected) {
+        return InvalidArgument("argument " + std::to_string(i) + " is on NeuronCore " +
+                               std::to_string(b->device()->id()) + " but the program runs on NeuronCore " +
+                               std::to_string(expected->id()) + "; copy it there first");
+      }
+      engine_args[d].push_back(&b->engine_buffer());
+    }
+  }
+  // Outputs and temporaries must fit in each core's HBM before anything runs.
+  auto stats = engine_executable().MemoryStats();
+  int64_t transient = 0;
+  if (stats.ok()) {
+    transient = stats->temp_size_in_bytes + stats->output_size_in_bytes - stats->alias_size_in_bytes;
+    for (Device* target : targets) {
+      PN_RETURN_IF_ERROR(target->CheckFits(transient, "running '" + engine_executable().name() + "' (" +
+                                                          FormatBytes(stats->output_size_in_bytes) + " of outputs, " +
+                                                          FormatBytes(stats->temp_size_in_bytes) + " of temporaries)"));
+    }
+  }
+  PN_ASSIGN_OR_RETURN(engine::ExecuteResult run,
+                      engine_executable().Execute(engine_args, options,
+                                                  only_device != nullptr ? only_device->core() : -1));
+  for (Device* target : targets) target->NotePeak(transient);
+  if (!stats.ok() || stats->alias_size_in_bytes > 0) {
+    for (const auto& list : args) {
+      for (Buffer* b : list) b->IsDeleted();  // donated inputs stop counting against HBM
+    }
+  }
+  ExecuteResult result;
+  for (auto& outputs : run.outputs) {
+    std::vector<std::unique_ptr<Buffer>> wrapped;
+    for (auto& out : outputs) {
+      PN_ASSIGN_OR_RETURN(auto buffer, client_->Adopt(std::move(out)));
+      wrapped.push_back(std::move(buffer));
+    }
+    result.outputs.push_back(std::move(wrapped));
+  }
+  for (auto& event : run.completions) result.completions.push_back(std::make_unique<Event>(std::move(event)));
+  return result;
+}
+
+}  // namespace pjrt_neuron::core

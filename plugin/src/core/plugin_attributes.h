@@ -1,0 +1,12 @@
+// What frameworks ask of the plugin before any client exists: the engine's StableHLO versions
+// and the plugin's version.
+#pragma once
+
+#include "common/status.h"
+#include "engine/engine.h"
+
+namespace pjrt_neuron::core {
+
+StatusOr<engine::Attributes> PluginAttributes();
+
+}  // namespace pjrt_neuron::core
