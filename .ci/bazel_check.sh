@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the plugin with Bazel (offline), runs its C API test, checks what the library exports
-# and needs, then runs JAX on the Bazel-built library.
+# Builds the plugin with Bazel (offline), runs its native tests (unit tests and the C API smoke
+# test), checks that an upward include does not build, checks what the library exports and
+# needs, then runs JAX on the Bazel-built library.
 # Usage: .ci/bazel_check.sh PYTHON   (a python with xla-cpu-pjrt, jax and pytest, e.g. .venv/bin/python)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +19,10 @@ if ! command -v bazel >/dev/null 2>&1; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bazel-bootstrap >/dev/null
 fi
+if [[ ! -f /usr/include/gtest/gtest.h ]]; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libgtest-dev >/dev/null
+fi
 echo "bazel-bootstrap $(dpkg-query -W -f='${Version}' bazel-bootstrap 2>/dev/null || echo '(not from dpkg)'); $(bazel --version)"
 
 # Read by bazel/repositories.bzl to find pjrt_c_api.h and xla_cpu_pjrt.so.
@@ -26,7 +31,8 @@ export PJRT_NEURON_PYTHON="$PYTHON"
 trap 'bazel shutdown' EXIT
 
 bazel build //plugin:pjrt_neuron //plugin:pjrt-neuron-instanced
-bazel test //plugin:capi_smoke_test
+bazel test //plugin/tests/...
+bash .ci/layering_check.sh bazel
 
 # bazel-bin points at the configuration of the last build, the one .bazelrc sets.
 LIBRARY="$PWD/bazel-bin/plugin/libpjrt_neuron.so"

@@ -73,20 +73,20 @@ xla_cpu_pjrt_repository = repository_rule(
 )
 
 def _pjrt_neuron_version_impl(rctx):
-    # One version for both builds: read it from CMake's project(pjrt_neuron VERSION x.y.z).
-    cmake = rctx.read(rctx.path(Label("//plugin:CMakeLists.txt")))
-    marker = "project(pjrt_neuron VERSION "
-    start = cmake.find(marker)
-    if start < 0:
-        fail("plugin/CMakeLists.txt has no '%s...)'" % marker)
-    version = cmake[start + len(marker):].split(")")[0].split(" ")[0].strip()
+    # One version for every build: the package's, from pyproject.toml (CMake reads it there too).
+    pyproject = rctx.read("%s/pyproject.toml" % _workspace_root(rctx))
+    version = ""
+    for line in pyproject.splitlines():
+        if line.startswith("version = \""):
+            version = line.split("\"")[1]
+            break
     if not version:
-        fail("plugin/CMakeLists.txt: empty project VERSION")
+        fail("pyproject.toml has no 'version = \"x.y.z\"' line")
     rctx.file("WORKSPACE", 'workspace(name = "%s")\n' % rctx.name)
     rctx.file("BUILD.bazel", "")
     rctx.file("version.bzl", 'PJRT_NEURON_VERSION = "%s"\n' % version)
 
 pjrt_neuron_version_repository = repository_rule(
     implementation = _pjrt_neuron_version_impl,
-    doc = "PJRT_NEURON_VERSION, as declared in plugin/CMakeLists.txt.",
+    doc = "PJRT_NEURON_VERSION, as declared in pyproject.toml.",
 )

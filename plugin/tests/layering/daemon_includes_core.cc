@@ -1,0 +1,2 @@
+// Layering probe: the daemon is core's sibling, so this must not build.
+#include "core/client.h"

@@ -1,0 +1,2 @@
+// Layering probe: the daemon reads programs through hlo, so this builds (the probe's control).
+#include "hlo/collective_program.h"
