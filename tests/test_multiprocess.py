@@ -152,8 +152,10 @@ def test_torchrun_and_xmp_spawn_train_identically(results):
 @uses("torch_collectives")
 def test_torch_xla_collective_helpers_work_across_processes(results):
     stdout = results["torch_collectives"].ok().stdout
-    reports = sorted((json.loads(line) for line in stdout.splitlines() if line.startswith("{")),
-                     key=lambda r: r["rank"])
+    # The ranks share torchrun's stdout, so one rank's line can land in the middle of another's.
+    decoder = json.JSONDecoder()
+    reports = sorted((decoder.raw_decode(stdout, at)[0] for at in range(len(stdout))
+                      if stdout.startswith('{"rank"', at)), key=lambda r: r["rank"])
     assert [r["rank"] for r in reports] == [0, 1], stdout[-2000:]
     for r in reports:
         assert r["world"] == 2
