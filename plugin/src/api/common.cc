@@ -1,3 +1,4 @@
+// The C API glue shared by every entry: errors, struct-size checks, named values, programs.
 #include "api/common.h"
 
 #include <cstring>

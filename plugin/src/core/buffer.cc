@@ -1,3 +1,4 @@
+// Buffers and events: transfers to and from the host, checked before the engine sees them.
 #include "core/buffer.h"
 
 namespace pjrt_neuron::core {

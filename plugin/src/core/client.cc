@@ -1,3 +1,4 @@
+// The client: claims the cores, builds the engine and devices, creates buffers, compiles and loads.
 #include "core/client.h"
 
 #include <algorithm>

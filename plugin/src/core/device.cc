@@ -1,3 +1,4 @@
+// Devices and memories: each core's HBM accounting.
 #include "core/device.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Executables: serialisation, device assignments, and execution with HBM checked first.
 #include "core/executable.h"
 
 #include "core/client.h"

@@ -1,3 +1,4 @@
+// Instance shapes: a type's chips and links with its logical NeuronCore config applied.
 #include "core/instance.h"
 
 #include <algorithm>

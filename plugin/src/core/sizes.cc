@@ -1,3 +1,4 @@
+// Array sizes in HBM and byte counts for messages.
 #include "core/sizes.h"
 
 #include <cstdio>

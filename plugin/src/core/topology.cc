@@ -1,3 +1,4 @@
+// Topologies: a description per core, and the topology's bytes.
 #include "core/topology.h"
 
 #include <cstdio>

@@ -1,3 +1,4 @@
+// Compiling for a topology: an engine of the topology's size, no cores claimed.
 #include "core/topology_compile.h"
 
 #include "core/compile_pipeline.h"
