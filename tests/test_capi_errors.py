@@ -490,3 +490,13 @@ def test_output_too_large_for_memory_is_resource_exhausted():
                          "allocation failures are reported synchronously by Execute")
 def test_failed_execution_event_carries_the_error():
     pass
+
+
+def test_plugin_attributes_accept_the_size_older_headers_declare(plugin_api, keeper):
+    # torch-xla 2.8's header ends PJRT_Plugin_Attributes_Args at `attributes` (24 bytes), though
+    # its struct has `num_attributes` as well; torch-xla aborts the process if this call fails.
+    args = plugin_api.call("PJRT_Plugin_Attributes", struct_size=24)
+    assert args.num_attributes == len(plugin_api.plugin_attributes()) > 0
+    expect_error("PJRT_Plugin_Attributes", INVALID,
+                 lambda: plugin_api.call("PJRT_Plugin_Attributes", struct_size=16), "struct_size")
+    keeper()

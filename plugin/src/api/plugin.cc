@@ -14,7 +14,10 @@ PN_ENTRY(Plugin_Initialize) {
 
 // JAX serialises StableHLO to the versions named here, so they come from the engine.
 PN_ENTRY(Plugin_Attributes) {
-  PN_REQUIRE_ARGS(args, PJRT_Plugin_Attributes_Args, num_attributes);
+  // Headers before the fix of this struct's size macro (torch-xla 2.8's) end it at
+  // `attributes`, although their struct has `num_attributes` too: accept that size, and
+  // write both fields, as those callers read both.
+  PN_REQUIRE_ARGS(args, PJRT_Plugin_Attributes_Args, attributes);
   static std::mutex mutex;
   static std::unique_ptr<NamedValues> cached;
   std::lock_guard<std::mutex> lock(mutex);
