@@ -23,6 +23,16 @@ bool IsCollective(const std::string& opcode) {
          opcode == "all-gather-start" || opcode == "collective-permute-start";
 }
 
+// Every opcode of an instruction that makes cores meet, the async halves included.
+bool MakesCoresMeet(const std::string& opcode) {
+  for (const char* op : {"all-reduce", "all-reduce-start", "all-reduce-done", "all-gather", "all-gather-start",
+                         "all-gather-done", "reduce-scatter", "all-to-all", "ragged-all-to-all", "collective-permute",
+                         "collective-permute-start", "collective-permute-done", "collective-broadcast"}) {
+    if (opcode == op) return true;
+  }
+  return false;
+}
+
 bool CanTakeChannel(const std::string& opcode) {
   // These keep their replica groups' meaning with a channel id (cross-replica-and-partition,
   // one partition); all-to-all and collective-permute would become cross-partition.
@@ -202,6 +212,23 @@ std::string WithCollectiveChannels(const std::string& module) {
     AppendBytesField(&out, fields::kModuleComputations, computation_out);
   }
   return changed ? out : module;
+}
+
+bool HasCollectives(const std::string& program, const std::string& format) {
+  if (format != "hlo" && format != "hlo_with_config") return true;
+  const std::string module = HloModuleBytes(program, format == "hlo_with_config");
+  if (module.empty()) return true;
+  bool found = false;
+  bool well_formed = ForEachComputation(module, [&](const std::string& computation) {
+    bool instructions_read = true;
+    bool computation_read = ForEachInstruction(computation, [&](const Field& g) {
+      Instruction instruction;
+      if (!ReadInstruction(g.payload, &instruction)) instructions_read = false;
+      found = found || MakesCoresMeet(instruction.opcode);
+    });
+    return computation_read && instructions_read;
+  });
+  return found || !well_formed;
 }
 
 std::string CollectiveSignature(const std::string& program, const std::string& format, bool* matchable) {

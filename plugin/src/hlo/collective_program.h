@@ -17,6 +17,13 @@ namespace pjrt_neuron::hlo {
 // not change which devices take part. Unchanged when malformed or when nothing lacks one.
 std::string WithCollectiveChannels(const std::string& module);
 
+// Whether any computation of the program has a collective instruction (any all-reduce,
+// all-gather, reduce-scatter, all-to-all, collective-permute or collective-broadcast, their
+// async starts and dones included), read from the instructions' opcodes. `format` is "hlo" or
+// "hlo_with_config"; for any other format, or a malformed module, true: the caller must then
+// treat the program as one whose cores meet.
+bool HasCollectives(const std::string& program, const std::string& format);
+
 // The program's collectives in order (opcode, result shape, channel id), equal for the
 // programs of different ranks whose collectives correspond. Empty, and `matchable` false, when
 // some collective has no channel id (XLA could not match it across programs) or the module is
