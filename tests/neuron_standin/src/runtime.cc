@@ -73,6 +73,11 @@ struct Runtime::Binding {
   std::vector<std::shared_ptr<nrt_tensor>> outputs;  // by result index; null: zero elements
   std::vector<HostArray> arguments;
   std::vector<HostDestination> results;
+  // Copied under the runtime's lock, so the execution reads no shared state without it.
+  std::shared_ptr<XlaCpuEngine> engine;
+  double timeout_seconds = 0;
+  uint64_t delay_ms = 0;
+  bool report_numerical_errors = false;
 };
 
 Runtime& Runtime::Get() {
@@ -792,7 +797,7 @@ NRT_STATUS Runtime::RunCollective(const nrt_model& model, Binding* binding) {
       results.push_back(s->results);
     }
     std::string error;
-    bool ok = engine_->Execute(*group.compiled, arguments, results, &error);
+    bool ok = binding->engine->Execute(*group.compiled, arguments, results, &error);
     for (Submission* s : group.pending) {
       s->done = true;
       s->ok = ok;
@@ -802,13 +807,13 @@ NRT_STATUS Runtime::RunCollective(const nrt_model& model, Binding* binding) {
     group.pending_count = 0;
     group.changed.notify_all();
   } else {
-    auto timeout = std::chrono::duration<double>(settings_.exec_timeout_seconds);
+    auto timeout = std::chrono::duration<double>(binding->timeout_seconds);
     if (!group.changed.wait_for(lock, timeout, [&] { return mine.done; })) {
       group.pending[model.rank] = nullptr;
       --group.pending_count;
       LogError("nrt_execute", "rank " + std::to_string(model.rank) + " of " +
                                   std::to_string(group.world) + " waited " +
-                                  std::to_string(settings_.exec_timeout_seconds) +
+                                  std::to_string(binding->timeout_seconds) +
                                   " s (NEURON_RT_EXEC_TIMEOUT) for the other ranks");
       return NRT_TIMEOUT;
     }
@@ -841,6 +846,10 @@ NRT_STATUS Runtime::Execute(nrt_model_t* handle, const nrt_tensor_set_t* inputs,
     }
     if (NRT_STATUS status = Bind(*model, *inputs, *outputs, &binding)) return status;
     core_execution = cores_[model->vnc].execution;
+    binding.engine = engine_;
+    binding.timeout_seconds = settings_.exec_timeout_seconds;
+    binding.delay_ms = settings_.exec_delay_ms;
+    binding.report_numerical_errors = settings_.report_numerical_errors;
     ++executions_in_flight_;
   }
   struct EndGuard {
@@ -850,27 +859,27 @@ NRT_STATUS Runtime::Execute(nrt_model_t* handle, const nrt_tensor_set_t* inputs,
 
   // One execution at a time on a core; later callers queue here.
   std::lock_guard<std::mutex> core_lock(*core_execution);
-  if (settings_.exec_delay_ms > 0) {
-    double timeout_ms = settings_.exec_timeout_seconds * 1000.0;
-    if (settings_.exec_delay_ms > timeout_ms) {
+  if (binding.delay_ms > 0) {
+    double timeout_ms = binding.timeout_seconds * 1000.0;
+    if (binding.delay_ms > timeout_ms) {
       std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(timeout_ms));
       LogError("nrt_execute", "the execution on NeuronCore " + std::to_string(model->vnc) +
                                   " ran past NEURON_RT_EXEC_TIMEOUT (" +
-                                  std::to_string(settings_.exec_timeout_seconds) + " s)");
+                                  std::to_string(binding.timeout_seconds) + " s)");
       return NRT_TIMEOUT;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(settings_.exec_delay_ms));
+    std::this_thread::sleep_for(std::chrono::milliseconds(binding.delay_ms));
   }
   if (model->group) {
     if (NRT_STATUS status = RunCollective(*model, &binding)) return status;
   } else {
     std::string error;
-    if (!engine_->Execute(*model->program, {binding.arguments}, {binding.results}, &error)) {
+    if (!binding.engine->Execute(*model->program, {binding.arguments}, {binding.results}, &error)) {
       LogError("nrt_execute", error);
       return NRT_FAILURE;
     }
   }
-  if (settings_.report_numerical_errors) {
+  if (binding.report_numerical_errors) {
     for (const NeffTensor* t : model->neff.Outputs()) {
       const auto& tensor = binding.outputs[t->position];
       if (tensor && HasNanOrInf(*FindElementType(t->xla_element_type), tensor->data(), t->byte_size)) {
