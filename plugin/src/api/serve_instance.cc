@@ -19,5 +19,7 @@ extern "C" __attribute__((visibility("default"))) int PjrtNeuron_ServeInstance(i
     // At least a second: the process that started the daemon has yet to connect.
     options.idle_seconds = std::max(1.0, std::atof(idle));
   }
+  // Read once here: set (to anything) or not, as it was when the daemon started.
+  options.trace = std::getenv("PJRT_NEURON_DAEMON_TRACE") != nullptr;
   return pjrt_neuron::daemon::ServeInstance(options);
 }

@@ -11,6 +11,7 @@ struct DaemonOptions {
   int num_cores = 0;
   std::string engine_library_path;
   double idle_seconds = 10;
+  bool trace = false;  // PJRT_NEURON_DAEMON_TRACE: log every execution to the daemon's log
 };
 
 // Runs the daemon until no process has used it for `idle_seconds`; the exit status.

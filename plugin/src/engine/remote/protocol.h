@@ -1,15 +1,18 @@
-// Framed messages between a framework process and the instance daemon, over a Unix socket.
-// Both ends are this plugin at the same version, so the encoding is plain native-endian fields.
+// The messages between a framework process (remote_engine.cc) and the instance daemon
+// (daemon/): each message one type whose fields are listed once, in its Write and Read, so the
+// two ends cannot drift apart. A request is its Op then its fields; a reply is a status, then,
+// on success, its fields.
 #pragma once
 
 #include <cstdint>
-#include <cstddef>
-#include <cstring>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
 #include "engine/engine.h"
+#include "engine/remote/wire.h"
 #include "pjrt_c_api.h"
 
 namespace pjrt_neuron::engine::remote {
@@ -47,102 +50,8 @@ enum class Query : uint8_t {
   kSerializedDeviceAssignment,
 };
 
-class Writer {
- public:
-  Writer& u8(uint8_t v) { return raw(&v, 1); }
-  Writer& i64(int64_t v) { return raw(&v, sizeof(v)); }
-  Writer& f64(double v) { return raw(&v, sizeof(v)); }
-  Writer& bytes(const void* data, size_t size) {
-    i64(static_cast<int64_t>(size));
-    return raw(data, size);
-  }
-  Writer& str(const std::string& s) { return bytes(s.data(), s.size()); }
-  template <typename Int>
-  Writer& ints(const std::vector<Int>& values) {
-    i64(static_cast<int64_t>(values.size()));
-    for (Int v : values) i64(static_cast<int64_t>(v));
-    return *this;
-  }
-  std::string& buffer() { return buffer_; }
-
- private:
-  Writer& raw(const void* data, size_t size) {
-    buffer_.append(static_cast<const char*>(data), size);
-    return *this;
-  }
-  std::string buffer_;
-};
-
-// Reads a message; a short or malformed message sets `ok()` false instead of reading past the end.
-class Reader {
- public:
-  explicit Reader(const std::string& data) : data_(data) {}
-  uint8_t u8() {
-    uint8_t v = 0;
-    raw(&v, 1);
-    return v;
-  }
-  int64_t i64() {
-    int64_t v = 0;
-    raw(&v, sizeof(v));
-    return v;
-  }
-  double f64() {
-    double v = 0;
-    raw(&v, sizeof(v));
-    return v;
-  }
-  std::string str() {
-    int64_t size = i64();
-    if (size < 0 || static_cast<size_t>(size) > remaining()) {
-      ok_ = false;
-      return {};
-    }
-    std::string s = data_.substr(offset_, size);
-    offset_ += size;
-    return s;
-  }
-  // A view of the next length-prefixed bytes without copying them.
-  const char* view(size_t* size) {
-    int64_t n = i64();
-    if (n < 0 || static_cast<size_t>(n) > remaining()) {
-      ok_ = false;
-      *size = 0;
-      return nullptr;
-    }
-    const char* p = data_.data() + offset_;
-    offset_ += n;
-    *size = n;
-    return p;
-  }
-  template <typename Int = int64_t>
-  std::vector<Int> ints() {
-    int64_t n = i64();
-    std::vector<Int> values;
-    if (n < 0 || static_cast<size_t>(n) > remaining() / sizeof(int64_t)) {
-      ok_ = false;
-      return values;
-    }
-    for (int64_t i = 0; i < n; ++i) values.push_back(static_cast<Int>(i64()));
-    return values;
-  }
-  bool ok() const { return ok_; }
-
- private:
-  size_t remaining() const { return data_.size() - offset_; }
-  void raw(void* out, size_t size) {
-    if (size > remaining()) {
-      ok_ = false;
-      std::memset(out, 0, size);
-      return;
-    }
-    std::memcpy(out, data_.data() + offset_, size);
-    offset_ += size;
-  }
-  const std::string& data_;
-  size_t offset_ = 0;
-  bool ok_ = true;
-};
+// Where a transfer's bytes are: inline in the message, or in the connection's SharedWindow.
+enum class Placement : uint8_t { kInline = 0, kWindow = 1 };
 
 // A PJRT memory layout as owned data, so it can cross the socket.
 struct LayoutData {
@@ -152,139 +61,347 @@ struct LayoutData {
   std::vector<size_t> tile_dim_sizes;
   std::vector<int64_t> byte_strides;
 
-  static LayoutData From(const PJRT_Buffer_MemoryLayout& layout) {
-    LayoutData data;
-    data.type = layout.type;
-    if (layout.type == PJRT_Buffer_MemoryLayout_Type_Tiled) {
-      const auto& t = layout.tiled;
-      data.minor_to_major.assign(t.minor_to_major, t.minor_to_major + t.minor_to_major_size);
-      size_t total_tile_dims = 0;
-      for (size_t i = 0; i < t.num_tiles; ++i) total_tile_dims += t.tile_dim_sizes[i];
-      data.tile_dim_sizes.assign(t.tile_dim_sizes, t.tile_dim_sizes + t.num_tiles);
-      data.tile_dims.assign(t.tile_dims, t.tile_dims + total_tile_dims);
-    } else {
-      data.byte_strides.assign(layout.strides.byte_strides, layout.strides.byte_strides + layout.strides.num_byte_strides);
-    }
-    return data;
-  }
+  static LayoutData From(const PJRT_Buffer_MemoryLayout& layout);
   // Points `layout` into this object, which must outlive it.
-  void Fill(PJRT_Buffer_MemoryLayout* layout) const {
-    std::memset(layout, 0, sizeof(*layout));
-    layout->struct_size = PJRT_Buffer_MemoryLayout_STRUCT_SIZE;
-    layout->type = type;
-    if (type == PJRT_Buffer_MemoryLayout_Type_Tiled) {
-      layout->tiled.struct_size = PJRT_Buffer_MemoryLayout_Tiled_STRUCT_SIZE;
-      layout->tiled.minor_to_major = minor_to_major.data();
-      layout->tiled.minor_to_major_size = minor_to_major.size();
-      layout->tiled.tile_dims = tile_dims.data();
-      layout->tiled.tile_dim_sizes = tile_dim_sizes.data();
-      layout->tiled.num_tiles = tile_dim_sizes.size();
-    } else {
-      layout->strides.struct_size = PJRT_Buffer_MemoryLayout_Strides_STRUCT_SIZE;
-      layout->strides.byte_strides = byte_strides.data();
-      layout->strides.num_byte_strides = byte_strides.size();
-    }
-  }
-  void Write(Writer& w) const {
-    w.u8(static_cast<uint8_t>(type)).ints(minor_to_major).ints(tile_dims).ints(tile_dim_sizes).ints(byte_strides);
-  }
-  static LayoutData Read(Reader& r) {
-    LayoutData data;
-    data.type = static_cast<PJRT_Buffer_MemoryLayout_Type>(r.u8());
-    data.minor_to_major = r.ints();
-    data.tile_dims = r.ints();
-    data.tile_dim_sizes = r.ints<size_t>();
-    data.byte_strides = r.ints();
-    return data;
-  }
+  void Fill(PJRT_Buffer_MemoryLayout* layout) const;
+  void Write(Writer& w) const;
+  void Read(Reader& r);
 };
 
-// One frame: an 8-byte length, then the payload. False when the peer has gone. A frame may carry
-// one file descriptor (a connection's new SharedWindow); `received_fd` gets it, or -1.
-bool SendFrame(int fd, const std::string& payload, int pass_fd = -1);
-bool ReceiveFrame(int fd, std::string* payload, int* received_fd = nullptr);
-
-// Transfers from this size up travel through shared memory instead of the socket: the socket
-// would copy them twice more, and a 16 MiB round trip cost 5 times the in-process one.
-constexpr size_t kSharedTransferBytes = size_t{64} << 10;
-// A window up to this size stays mapped for the connection's next transfers; a larger one is
-// used once, so rare huge transfers do not pin shared memory.
-constexpr size_t kKeptWindowBytes = size_t{256} << 20;
-
-// Shared memory of one connection, mapped by the framework process and by the daemon.
-class SharedWindow {
- public:
-  SharedWindow() = default;
-  SharedWindow(const SharedWindow&) = delete;
-  SharedWindow& operator=(const SharedWindow&) = delete;
-  ~SharedWindow() { Reset(); }
-
-  // A new window of at least `size` bytes; false (and no window) when shared memory is unavailable.
-  bool Create(size_t size);
-  // Maps a window the peer created; takes ownership of `fd`.
-  bool Adopt(int fd);
-  void Reset();
-
-  char* data() const { return data_; }
-  size_t size() const { return size_; }
-  int fd() const { return fd_; }
-  bool kept() const { return size_ <= kKeptWindowBytes; }
-  bool Holds(size_t bytes) const { return data_ != nullptr && bytes <= size_; }
-
- private:
-  int fd_ = -1;
-  char* data_ = nullptr;
-  size_t size_ = 0;
+// Bulk bytes: inline (`data` is the sender's bytes, or a view into the received message), or
+// only their size when they travel in the window.
+struct PlacedBytes {
+  Placement placement = Placement::kInline;
+  std::string_view data;  // inline only
+  int64_t window_bytes = 0;  // window only
+  void Write(Writer& w) const;
+  void Read(Reader& r);
 };
 
-// Where a transfer's bytes are: after the u8 tag, inline bytes or just their size in the window.
-enum class Placement : uint8_t { kInline = 0, kWindow = 1 };
+// ---- Parts of several replies ----
 
-// A reply starts with the status; on success the rest is the operation's result.
-inline void WriteStatus(Writer& w, const Status& status) {
-  w.u8(static_cast<uint8_t>(status.code()));
-  w.str(status.message());
-}
-inline Status ReadStatus(Reader& r) {
-  auto code = static_cast<ErrorCode>(r.u8());
-  std::string message = r.str();
-  if (!r.ok()) return Internal("malformed reply from the instance daemon");
-  return code == ErrorCode::kOk ? Status::Ok() : Status(code, message);
-}
+struct BufferInfo {
+  static constexpr const char* kMalformed = "malformed reply from the instance daemon";
+  int64_t id = 0;
+  int core = 0;
+  std::string memory_kind;
+  PJRT_Buffer_Type type = PJRT_Buffer_Type_INVALID;
+  std::vector<int64_t> dims;
+  int64_t size = 0;  // on the device, in bytes
+  std::optional<LayoutData> layout;
+  void Write(Writer& w) const;
+  void Read(Reader& r);
+};
 
-// The daemon's abstract socket address for an instance, lock directory and engine.
-std::string DaemonAddress(const std::string& instance_key);
-int ConnectTo(const std::string& address);  // -1 when nobody listens
-int ListenOn(const std::string& address);   // -1 when another daemon already listens
+struct ExecutableInfo {
+  static constexpr const char* kMalformed = "malformed reply from the instance daemon";
+  int64_t id = 0;
+  std::string name;
+  int replicas = 1;
+  int partitions = 1;
+  std::vector<int> cores;  // every core of the program, in device-assignment order
+  std::vector<OutputShape> outputs;
+  void Write(Writer& w) const;
+  void Read(Reader& r);
+};
 
-inline void WriteAttributes(Writer& w, const Attributes& attributes) {
-  w.i64(static_cast<int64_t>(attributes.size()));
-  for (const Attribute& a : attributes) {
-    w.str(a.name).u8(static_cast<uint8_t>(a.value.index()));
-    if (auto* s = std::get_if<std::string>(&a.value)) w.str(*s);
-    if (auto* i = std::get_if<int64_t>(&a.value)) w.i64(*i);
-    if (auto* v = std::get_if<std::vector<int64_t>>(&a.value)) w.ints(*v);
-    if (auto* f = std::get_if<float>(&a.value)) w.f64(*f);
-    if (auto* b = std::get_if<bool>(&a.value)) w.u8(*b ? 1 : 0);
-  }
-}
+// A reply with nothing after its status.
+struct EmptyReply {
+  static constexpr const char* kMalformed = "malformed reply from the instance daemon";
+  void Write(Writer&) const {}
+  void Read(Reader&) {}
+};
 
-inline Attributes ReadAttributes(Reader& r) {
+// ---- Sessions ----
+
+// The first message of a process's first connection.
+struct HelloRequest {
+  static constexpr Op kOp = Op::kHello;
+  static constexpr const char* kMalformed = "malformed hello";
+  int pid = 0;
+  int process_index = 0;
+  int world_size = 1;
+  std::vector<int> cores;  // this process's
+  double timeout_seconds = 300;  // for the whole world to attach
+  void Write(Writer& w) const;
+  void Read(Reader& r);
+};
+
+struct HelloReply {
+  static constexpr const char* kMalformed = "malformed hello reply from the instance daemon";
+  std::string description;  // the engine's
+  int num_cores = 0;
+  int64_t session = 0;
+  std::vector<JobMember> world;  // by process index
+  void Write(Writer& w) const;
+  void Read(Reader& r);
+};
+
+// The first message of a further connection of the same process; answered with EmptyReply.
+struct AttachRequest {
+  static constexpr Op kOp = Op::kAttach;
+  static constexpr const char* kMalformed = "malformed attach";
+  int64_t session = 0;
+  void Write(Writer& w) const;
+  void Read(Reader& r);
+};
+
+// ---- Buffers ----
+
+// Answered with BufferInfo.
+struct BufferFromHostRequest {
+  static constexpr Op kOp = Op::kBufferFromHost;
+  static constexpr const char* kMalformed = "malformed transfer";
+  int core = 0;
+  PJRT_Buffer_Type type = PJRT_Buffer_Type_INVALID;
+  std::vector<int64_t> dims;
+  std::vector<int64_t> byte_strides;  // empty: dense
+  std::string memory_kind;
+  PlacedBytes bytes;
+  void Write(Writer& w) const;
+  void Read(Reader& r);
+};
+
+// Answered with BufferInfo.
+struct CreateUninitializedRequest {
+  static constexpr Op kOp = Op::kCreateUninitialized;
+  static constexpr const char* kMalformed = "malformed buffer request";
+  int core = 0;
+  PJRT_Buffer_Type type = PJRT_Buffer_Type_INVALID;
+  std::vector<int64_t> dims;
+  void Write(Writer& w) const;
+  void Read(Reader& r);
+};
+
+struct ToHostRequest {
+  static constexpr Op kOp = Op::kToHost;
+  static constexpr const char* kMalformed = "unknown buffer";
+  int64_t buffer = 0;
+  bool query_only = false;  // only the size the host copy needs
+  int64_t dst_size = 0;
+  Placement placement = Placement::kInline;  // of the reply's bytes
+  std::optional<LayoutData> host_layout;
+  void Write(Writer& w) const;
+  void Read(Reader& r);
+};
+
+struct ToHostReply {
+  static constexpr const char* kMalformed = "malformed reply from the instance daemon";
+  int64_t required_size = 0;
+  PlacedBytes bytes;
+  void Write(Writer& w) const;
+  void Read(Reader& r);
+};
+
+struct CopyRawToHostRequest {
+  static constexpr Op kOp = Op::kCopyRawToHost;
+  static constexpr const char* kMalformed = "unknown buffer";
+  int64_t buffer = 0;
+  int64_t offset = 0;
+  int64_t size = 0;
+  Placement placement = Placement::kInline;  // of the reply's bytes
+  void Write(Writer& w) const;
+  void Read(Reader& r);
+};
+
+struct CopyRawToHostReply {
+  static constexpr const char* kMalformed = "malformed reply from the instance daemon";
+  PlacedBytes bytes;
+  void Write(Writer& w) const;
+  void Read(Reader& r);
+};
+
+// Answered with BufferInfo.
+struct CopyToRequest {
+  static constexpr Op kOp = Op::kCopyTo;
+  static constexpr const char* kMalformed = "unknown buffer";
+  int64_t buffer = 0;
+  int core = 0;
+  std::string memory_kind;
+  void Write(Writer& w) const;
+  void Read(Reader& r);
+};
+
+// Names one buffer or executable of the session. Releases are one-way; deletes are answered
+// with EmptyReply.
+template <Op op>
+struct ObjectRequest {
+  static constexpr Op kOp = op;
+  static constexpr const char* kMalformed = "malformed release or delete request";
+  int64_t id = 0;
+  void Write(Writer& w) const { w.i64(id); }
+  void Read(Reader& r) { id = r.i64(); }
+};
+using ReleaseBufferRequest = ObjectRequest<Op::kReleaseBuffer>;
+using DeleteBufferRequest = ObjectRequest<Op::kDeleteBuffer>;
+using ReleaseExecutableRequest = ObjectRequest<Op::kReleaseExecutable>;
+using DeleteExecutableRequest = ObjectRequest<Op::kDeleteExecutable>;
+
+// ---- Programs ----
+
+// Answered with ExecutableInfo.
+struct CompileRequest {
+  static constexpr Op kOp = Op::kCompile;
+  static constexpr const char* kMalformed = "malformed compile request";
+  std::string format;
+  std::string_view code;  // the caller's bytes, or a view into the received message
+  std::string options;    // a serialized CompileOptionsProto
+  void Write(Writer& w) const;
+  void Read(Reader& r);
+};
+
+// Answered with ExecutableInfo.
+struct DeserializeRequest {
+  static constexpr Op kOp = Op::kDeserialize;
+  static constexpr const char* kMalformed = "malformed deserialize request";
+  std::string_view bytes;  // the caller's bytes, or a view into the received message
+  std::optional<std::string> options;  // overrides the serialized compile options
+  void Write(Writer& w) const;
+  void Read(Reader& r);
+};
+
+// Answered with the reply type of `what`, below.
+struct ExecutableQueryRequest {
+  static constexpr Op kOp = Op::kExecutableQuery;
+  static constexpr const char* kMalformed = "unknown executable";
+  int64_t executable = 0;
+  Query what = Query::kFingerprint;
+  void Write(Writer& w) const;
+  void Read(Reader& r);
+};
+
+// kFingerprint, kSerialize, kSerializedDeviceAssignment.
+struct QueryBytesReply {
+  static constexpr const char* kMalformed = "malformed reply from the instance daemon";
+  std::string value;
+  void Write(Writer& w) const { w.str(value); }
+  void Read(Reader& r) { value = r.str(); }
+};
+
+// kSizeOfGeneratedCode.
+struct CodeSizeReply {
+  static constexpr const char* kMalformed = "malformed reply from the instance daemon";
+  int64_t bytes = 0;
+  void Write(Writer& w) const { w.i64(bytes); }
+  void Read(Reader& r) { bytes = r.i64(); }
+};
+
+// kMemoryStats.
+struct MemoryStatsReply {
+  static constexpr const char* kMalformed = "malformed reply from the instance daemon";
+  CompiledMemoryStats stats;
+  void Write(Writer& w) const;
+  void Read(Reader& r);
+};
+
+// kCostAnalysis.
+struct CostAnalysisReply {
+  static constexpr const char* kMalformed = "malformed reply from the instance daemon";
   Attributes attributes;
-  int64_t n = r.i64();
-  for (int64_t k = 0; k < n && r.ok(); ++k) {
-    Attribute a;
-    a.name = r.str();
-    switch (r.u8()) {
-      case 0: a.value = r.str(); break;
-      case 1: a.value = r.i64(); break;
-      case 2: a.value = r.ints(); break;
-      case 3: a.value = static_cast<float>(r.f64()); break;
-      default: a.value = r.u8() != 0; break;
-    }
-    attributes.push_back(std::move(a));
+  void Write(Writer& w) const;
+  void Read(Reader& r);
+};
+
+// kOptimizedProgram.
+struct OptimizedProgramReply {
+  static constexpr const char* kMalformed = "malformed reply from the instance daemon";
+  ProgramText program;
+  void Write(Writer& w) const { w.str(program.format).str(program.code); }
+  void Read(Reader& r) {
+    program.format = r.str();
+    program.code = r.str();
   }
-  return attributes;
+};
+
+// ---- Executions ----
+
+struct ExecuteRequest {
+  static constexpr Op kOp = Op::kExecute;
+  static constexpr const char* kMalformed = "malformed execute request";
+  int64_t executable = 0;
+  int launch_id = 0;
+  std::vector<int64_t> non_donatable_input_indices;
+  double timeout_seconds = 300;  // for the other processes' cores of a collective program
+  std::vector<int> cores;        // this request's
+  std::vector<std::vector<int64_t>> args;  // [core of `cores`][argument]: buffer ids
+  void Write(Writer& w) const;
+  void Read(Reader& r);
+};
+
+struct ExecuteReply {
+  static constexpr const char* kMalformed = "malformed execution reply from the instance daemon";
+  struct CoreResult {
+    std::vector<BufferInfo> outputs;
+    std::vector<int64_t> donated;  // indices of the arguments the execution consumed
+  };
+  std::vector<CoreResult> cores;  // in the request's order
+  void Write(Writer& w) const;
+  void Read(Reader& r);
+};
+
+struct DefaultDeviceAssignmentRequest {
+  static constexpr Op kOp = Op::kDefaultDeviceAssignment;
+  static constexpr const char* kMalformed = "malformed device assignment request";
+  int replicas = 1;
+  int partitions = 1;
+  void Write(Writer& w) const;
+  void Read(Reader& r);
+};
+
+struct DefaultDeviceAssignmentReply {
+  static constexpr const char* kMalformed = "malformed reply from the instance daemon";
+  std::vector<int> cores;  // replica-major
+  void Write(Writer& w) const { w.ints(cores); }
+  void Read(Reader& r) { cores = r.ints<int>(); }
+};
+
+// ---- Encoding and decoding whole messages ----
+
+// The request's Op; 0 for an empty message.
+Op RequestOp(const std::string& payload);
+
+template <typename Request>
+std::string EncodeRequest(const Request& request) {
+  Writer w;
+  w.u8(static_cast<uint8_t>(Request::kOp));
+  request.Write(w);
+  return std::move(w.buffer());
+}
+
+// INVALID_ARGUMENT with the request's own message when the bytes are not exactly one Request.
+// Views in `request` point into `payload`.
+template <typename Request>
+Status DecodeRequest(const std::string& payload, Request* request) {
+  Reader r(payload);
+  if (static_cast<Op>(r.u8()) != Request::kOp) return InvalidArgument(Request::kMalformed);
+  request->Read(r);
+  return r.complete() ? Status::Ok() : InvalidArgument(Request::kMalformed);
+}
+
+void WriteStatus(Writer& w, const Status& status);
+Status ReadStatus(Reader& r);  // the reply's status; INTERNAL when it is malformed
+
+// A failed reply, or a successful one with no fields.
+std::string EncodeReply(const Status& status);
+
+template <typename Reply>
+std::string EncodeReply(const Reply& reply) {
+  Writer w;
+  WriteStatus(w, Status::Ok());
+  reply.Write(w);
+  return std::move(w.buffer());
+}
+
+// The reply's status when it failed, its fields when it succeeded, INTERNAL when it is neither.
+// Views in the result point into `payload`.
+template <typename Reply>
+StatusOr<Reply> DecodeReply(const std::string& payload) {
+  Reader r(payload);
+  PN_RETURN_IF_ERROR(ReadStatus(r));
+  Reply reply;
+  reply.Read(r);
+  if (!r.complete()) return Internal(Reply::kMalformed);
+  return reply;
 }
 
 }  // namespace pjrt_neuron::engine::remote

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <mutex>
 #include <optional>
+#include <string_view>
 #include <thread>
 
 #include "engine/remote/protocol.h"
@@ -94,19 +95,22 @@ class Channel {
   }
 
   // Sends a request that gets no reply (IsOneWay).
-  void Send(Writer& request) {
+  template <typename Request>
+  void Send(const Request& request) {
     if (g_forked_child) return;
     std::unique_ptr<Connection> c = Take();
     if (c == nullptr) return;
-    if (SendFrame(c->fd, request.buffer())) Give(std::move(c));
+    if (SendFrame(c->fd, EncodeRequest(request))) Give(std::move(c));
   }
 
-  // Sends a request and returns the reply after its status.
-  StatusOr<std::string> Call(Writer& request) {
+  // Sends a request and decodes its reply (which must hold no views: its bytes are gone).
+  template <typename Reply, typename Request>
+  StatusOr<Reply> Call(const Request& request) {
     PN_ASSIGN_OR_RETURN(std::unique_ptr<Connection> c, Lease());
-    auto reply = CallOn(*c, request);
+    auto reply = CallOn(*c, EncodeRequest(request));
     Return(std::move(c));
-    return reply;
+    PN_RETURN_IF_ERROR(reply.status());
+    return DecodeReply<Reply>(*reply);
   }
 
   // A connection for a call whose bulk bytes use its window; hand it back with Return.
@@ -120,18 +124,16 @@ class Channel {
     return c;
   }
 
-  StatusOr<std::string> CallOn(Connection& c, Writer& request) {
+  // The reply's bytes, status and all: DecodeReply reads them.
+  StatusOr<std::string> CallOn(Connection& c, const std::string& request) {
     std::string reply;
     int pass_fd = c.window_is_new ? c.window.fd() : -1;
-    if (!SendFrame(c.fd, request.buffer(), pass_fd) || !ReceiveFrame(c.fd, &reply)) {
+    if (!SendFrame(c.fd, request, pass_fd) || !ReceiveFrame(c.fd, &reply)) {
       close(c.fd);
       c.fd = -1;
       return Gone();
     }
     c.window_is_new = false;
-    Reader r(reply);
-    Status status = ReadStatus(r);
-    if (!status.ok()) return status;
     return reply;
   }
 
@@ -159,12 +161,11 @@ class Channel {
     int fd = ConnectTo(address_);
     if (fd < 0) return nullptr;
     auto c = std::make_unique<Connection>(fd);
-    Writer attach;
-    attach.u8(static_cast<uint8_t>(Op::kAttach)).i64(session_);
+    AttachRequest attach;
+    attach.session = session_;
     std::string reply;
-    if (!SendFrame(fd, attach.buffer()) || !ReceiveFrame(fd, &reply)) return nullptr;
-    Reader r(reply);
-    if (!ReadStatus(r).ok()) return nullptr;
+    if (!SendFrame(fd, EncodeRequest(attach)) || !ReceiveFrame(fd, &reply)) return nullptr;
+    if (!DecodeReply<EmptyReply>(reply).ok()) return nullptr;
     return c;
   }
   void Give(std::unique_ptr<Connection> c) {
@@ -181,19 +182,15 @@ class Channel {
   std::vector<std::unique_ptr<Connection>> idle_;
 };
 
-// A reply's position after its status.
-Reader AfterStatus(const std::string& reply) {
-  Reader r(reply);
-  ReadStatus(r);
-  return r;
+// A reply's bulk bytes: inline in the message, or in the connection's window.
+std::string_view PlacedData(const PlacedBytes& bytes, const Connection& c) {
+  if (bytes.placement == Placement::kInline) return bytes.data;
+  if (c.window.data() == nullptr) return {};
+  return std::string_view(c.window.data(), std::min<size_t>(static_cast<size_t>(bytes.window_bytes), c.window.size()));
 }
 
-// A reply's bulk bytes: inline in the message, or in the connection's window.
-const char* ReadPlacedBytes(Reader& r, const Connection& c, size_t* size) {
-  if (static_cast<Placement>(r.u8()) == Placement::kInline) return r.view(size);
-  *size = std::min<size_t>(static_cast<size_t>(std::max<int64_t>(r.i64(), 0)), c.window.size());
-  return c.window.data();
-}
+// Where the daemon is to put the bytes of a reply: the window, when there is one.
+Placement PlacementOf(const char* window) { return window != nullptr ? Placement::kWindow : Placement::kInline; }
 
 Status MultiProcessOnly(const std::string& what) {
   return Unimplemented(what + " is not available in multi-process mode: the buffer lives in the instance daemon");
@@ -201,47 +198,38 @@ Status MultiProcessOnly(const std::string& what) {
 
 class RemoteBuffer : public Buffer {
  public:
-  RemoteBuffer(std::shared_ptr<Channel> channel, Reader& r) : channel_(std::move(channel)) {
-    id_ = r.i64();
-    core_ = static_cast<int>(r.i64());
-    memory_kind_ = r.str();
-    type_ = static_cast<PJRT_Buffer_Type>(r.i64());
-    dims_ = r.ints();
-    size_ = static_cast<size_t>(r.i64());
-    has_layout_ = r.u8() != 0;
-    if (has_layout_) layout_ = LayoutData::Read(r);
-  }
+  RemoteBuffer(std::shared_ptr<Channel> channel, BufferInfo info)
+      : channel_(std::move(channel)), info_(std::move(info)) {}
   ~RemoteBuffer() override {
-    Writer w;
-    w.u8(static_cast<uint8_t>(Op::kReleaseBuffer)).i64(id_);
-    channel_->Send(w);
+    ReleaseBufferRequest release;
+    release.id = info_.id;
+    channel_->Send(release);
   }
-  int64_t id() const { return id_; }
+  int64_t id() const { return info_.id; }
   void MarkDeleted() { deleted_ = true; }
 
-  int core() override { return core_; }
-  const std::string& memory_kind() override { return memory_kind_; }
-  PJRT_Buffer_Type element_type() override { return type_; }
-  const std::vector<int64_t>& dims() override { return dims_; }
-  StatusOr<size_t> OnDeviceSizeInBytes() override { return size_; }
+  int core() override { return info_.core; }
+  const std::string& memory_kind() override { return info_.memory_kind; }
+  PJRT_Buffer_Type element_type() override { return info_.type; }
+  const std::vector<int64_t>& dims() override { return info_.dims; }
+  StatusOr<size_t> OnDeviceSizeInBytes() override { return static_cast<size_t>(info_.size); }
 
   StatusOr<EventRef> ToHost(void* dst, size_t dst_size, const PJRT_Buffer_MemoryLayout* host_layout,
                             size_t* required_size) override {
     PN_ASSIGN_OR_RETURN(std::unique_ptr<Connection> c, channel_->Lease());
     char* window = dst != nullptr && dst_size >= kSharedTransferBytes ? c->WindowFor(dst_size) : nullptr;
-    Writer w;
-    w.u8(static_cast<uint8_t>(Op::kToHost)).i64(id_).u8(dst == nullptr ? 1 : 0).i64(static_cast<int64_t>(dst_size));
-    w.u8(static_cast<uint8_t>(window != nullptr ? Placement::kWindow : Placement::kInline));
-    w.u8(host_layout != nullptr ? 1 : 0);
-    if (host_layout != nullptr) LayoutData::From(*host_layout).Write(w);
-    auto reply = channel_->CallOn(*c, w);
+    ToHostRequest request;
+    request.buffer = info_.id;
+    request.query_only = dst == nullptr;
+    request.dst_size = static_cast<int64_t>(dst_size);
+    request.placement = PlacementOf(window);
+    if (host_layout != nullptr) request.host_layout = LayoutData::From(*host_layout);
+    auto bytes = channel_->CallOn(*c, EncodeRequest(request));
+    StatusOr<ToHostReply> reply = bytes.ok() ? DecodeReply<ToHostReply>(*bytes) : bytes.status();
     if (reply.ok()) {
-      Reader r = AfterStatus(*reply);
-      int64_t required = r.i64();
-      size_t size = 0;
-      const char* data = ReadPlacedBytes(r, *c, &size);
-      if (required_size != nullptr) *required_size = static_cast<size_t>(required);
-      if (dst != nullptr && data != nullptr) std::memcpy(dst, data, std::min(size, dst_size));
+      std::string_view data = PlacedData(reply->bytes, *c);
+      if (required_size != nullptr) *required_size = static_cast<size_t>(reply->required_size);
+      if (dst != nullptr && !data.empty()) std::memcpy(dst, data.data(), std::min(data.size(), dst_size));
     }
     channel_->Return(std::move(c));
     PN_RETURN_IF_ERROR(reply.status());
@@ -251,15 +239,16 @@ class RemoteBuffer : public Buffer {
   StatusOr<EventRef> CopyRawToHost(void* dst, int64_t offset, int64_t size) override {
     PN_ASSIGN_OR_RETURN(std::unique_ptr<Connection> c, channel_->Lease());
     char* window = size >= static_cast<int64_t>(kSharedTransferBytes) ? c->WindowFor(size) : nullptr;
-    Writer w;
-    w.u8(static_cast<uint8_t>(Op::kCopyRawToHost)).i64(id_).i64(offset).i64(size);
-    w.u8(static_cast<uint8_t>(window != nullptr ? Placement::kWindow : Placement::kInline));
-    auto reply = channel_->CallOn(*c, w);
+    CopyRawToHostRequest request;
+    request.buffer = info_.id;
+    request.offset = offset;
+    request.size = size;
+    request.placement = PlacementOf(window);
+    auto bytes = channel_->CallOn(*c, EncodeRequest(request));
+    StatusOr<CopyRawToHostReply> reply = bytes.ok() ? DecodeReply<CopyRawToHostReply>(*bytes) : bytes.status();
     if (reply.ok()) {
-      Reader r = AfterStatus(*reply);
-      size_t got = 0;
-      const char* data = ReadPlacedBytes(r, *c, &got);
-      if (data != nullptr) std::memcpy(dst, data, std::min<size_t>(got, size));
+      std::string_view data = PlacedData(reply->bytes, *c);
+      if (!data.empty()) std::memcpy(dst, data.data(), std::min<size_t>(data.size(), static_cast<size_t>(size)));
     }
     channel_->Return(std::move(c));
     PN_RETURN_IF_ERROR(reply.status());
@@ -267,27 +256,28 @@ class RemoteBuffer : public Buffer {
   }
 
   StatusOr<std::unique_ptr<Buffer>> CopyTo(int core, const std::string& memory_kind) override {
-    Writer w;
-    w.u8(static_cast<uint8_t>(Op::kCopyTo)).i64(id_).i64(core).str(memory_kind);
-    PN_ASSIGN_OR_RETURN(std::string reply, channel_->Call(w));
-    Reader r = AfterStatus(reply);
-    return std::unique_ptr<Buffer>(new RemoteBuffer(channel_, r));
+    CopyToRequest request;
+    request.buffer = info_.id;
+    request.core = core;
+    request.memory_kind = memory_kind;
+    PN_ASSIGN_OR_RETURN(BufferInfo info, channel_->Call<BufferInfo>(request));
+    return std::unique_ptr<Buffer>(new RemoteBuffer(channel_, std::move(info)));
   }
 
   // The daemon answers only once the data is there.
   StatusOr<EventRef> ReadyEvent() override { return EventRef(std::make_shared<CompletedEvent>()); }
 
   Status GetMemoryLayout(PJRT_Buffer_MemoryLayout* layout) override {
-    if (!has_layout_) return Unimplemented("the engine reports no layout for this buffer");
-    layout_.Fill(layout);
+    if (!info_.layout) return Unimplemented("the engine reports no layout for this buffer");
+    info_.layout->Fill(layout);
     return Status::Ok();
   }
 
   void Delete() override {
     if (deleted_.exchange(true)) return;
-    Writer w;
-    w.u8(static_cast<uint8_t>(Op::kDeleteBuffer)).i64(id_);
-    channel_->Call(w);
+    DeleteBufferRequest request;
+    request.id = info_.id;
+    channel_->Call<EmptyReply>(request);
   }
   bool IsDeleted() override { return deleted_; }
   StatusOr<uintptr_t> UnsafePointer() override { return MultiProcessOnly("a raw device pointer"); }
@@ -297,54 +287,29 @@ class RemoteBuffer : public Buffer {
 
  private:
   std::shared_ptr<Channel> channel_;
-  int64_t id_ = 0;
-  int core_ = 0;
-  std::string memory_kind_;
-  PJRT_Buffer_Type type_ = PJRT_Buffer_Type_INVALID;
-  std::vector<int64_t> dims_;
-  size_t size_ = 0;
-  bool has_layout_ = false;
-  LayoutData layout_;
+  const BufferInfo info_;
   std::atomic<bool> deleted_{false};
 };
 
-double PeerTimeoutSeconds() {
-  const char* text = std::getenv("PJRT_NEURON_COLLECTIVE_TIMEOUT");
-  if (text == nullptr || *text == '\0') return 300;
-  double value = std::strtod(text, nullptr);
-  return value > 0 ? value : 300;
-}
-
 class RemoteExecutable : public Executable {
  public:
-  RemoteExecutable(std::shared_ptr<Channel> channel, Reader& r, const std::vector<int>& own_cores)
-      : channel_(std::move(channel)) {
-    id_ = r.i64();
-    name_ = r.str();
-    replicas_ = static_cast<int>(r.i64());
-    partitions_ = static_cast<int>(r.i64());
-    for (int core : r.ints<int>()) {
+  RemoteExecutable(std::shared_ptr<Channel> channel, ExecutableInfo info, const std::vector<int>& own_cores,
+                   double peer_timeout_seconds)
+      : channel_(std::move(channel)), info_(std::move(info)), peer_timeout_seconds_(peer_timeout_seconds) {
+    for (int core : info_.cores) {
       if (std::find(own_cores.begin(), own_cores.end(), core) != own_cores.end()) local_cores_.push_back(core);
-    }
-    int64_t n = r.i64();
-    for (int64_t i = 0; i < n && r.ok(); ++i) {
-      OutputShape o;
-      o.type = static_cast<PJRT_Buffer_Type>(r.i64());
-      o.dims = r.ints();
-      o.memory_kind = r.str();
-      outputs_.push_back(std::move(o));
     }
   }
   ~RemoteExecutable() override {
-    Writer w;
-    w.u8(static_cast<uint8_t>(Op::kReleaseExecutable)).i64(id_);
-    channel_->Send(w);
+    ReleaseExecutableRequest release;
+    release.id = info_.id;
+    channel_->Send(release);
   }
 
-  std::string name() override { return name_; }
-  int num_replicas() override { return replicas_; }
-  int num_partitions() override { return partitions_; }
-  const std::vector<OutputShape>& outputs() override { return outputs_; }
+  std::string name() override { return info_.name; }
+  int num_replicas() override { return info_.replicas; }
+  int num_partitions() override { return info_.partitions; }
+  const std::vector<OutputShape>& outputs() override { return info_.outputs; }
   // Only this process's cores: the others' arguments come from their own processes.
   std::vector<int> addressable_cores() override { return local_cores_; }
 
@@ -354,37 +319,24 @@ class RemoteExecutable : public Executable {
     return QueryString(Query::kSerializedDeviceAssignment);
   }
   StatusOr<Attributes> CostAnalysis() override {
-    PN_ASSIGN_OR_RETURN(std::string reply, Ask(Query::kCostAnalysis));
-    Reader r = AfterStatus(reply);
-    return ReadAttributes(r);
+    PN_ASSIGN_OR_RETURN(CostAnalysisReply reply, Ask<CostAnalysisReply>(Query::kCostAnalysis));
+    return std::move(reply.attributes);
   }
   StatusOr<int64_t> SizeOfGeneratedCodeInBytes() override {
-    PN_ASSIGN_OR_RETURN(std::string reply, Ask(Query::kSizeOfGeneratedCode));
-    return AfterStatus(reply).i64();
+    PN_ASSIGN_OR_RETURN(CodeSizeReply reply, Ask<CodeSizeReply>(Query::kSizeOfGeneratedCode));
+    return reply.bytes;
   }
   StatusOr<CompiledMemoryStats> MemoryStats() override {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!memory_stats_.has_value()) {
-      PN_ASSIGN_OR_RETURN(std::string reply, Ask(Query::kMemoryStats));
-      Reader r = AfterStatus(reply);
-      CompiledMemoryStats s;
-      s.generated_code_size_in_bytes = r.i64();
-      s.argument_size_in_bytes = r.i64();
-      s.output_size_in_bytes = r.i64();
-      s.alias_size_in_bytes = r.i64();
-      s.temp_size_in_bytes = r.i64();
-      s.peak_memory_in_bytes = r.i64();
-      memory_stats_ = s;
+      PN_ASSIGN_OR_RETURN(MemoryStatsReply reply, Ask<MemoryStatsReply>(Query::kMemoryStats));
+      memory_stats_ = reply.stats;
     }
     return *memory_stats_;
   }
   StatusOr<ProgramText> OptimizedProgram() override {
-    PN_ASSIGN_OR_RETURN(std::string reply, Ask(Query::kOptimizedProgram));
-    Reader r = AfterStatus(reply);
-    ProgramText text;
-    text.format = r.str();
-    text.code = r.str();
-    return text;
+    PN_ASSIGN_OR_RETURN(OptimizedProgramReply reply, Ask<OptimizedProgramReply>(Query::kOptimizedProgram));
+    return std::move(reply.program);
   }
 
   StatusOr<ExecuteResult> Execute(const std::vector<std::vector<Buffer*>>& args, const ExecuteOptions& options,
@@ -394,9 +346,12 @@ class RemoteExecutable : public Executable {
     }
     std::vector<int> cores = only_core >= 0 ? std::vector<int>{only_core} : local_cores_;
     if (cores.size() != args.size()) return InvalidArgument("one argument list per NeuronCore is expected");
-    Writer w;
-    w.u8(static_cast<uint8_t>(Op::kExecute)).i64(id_).i64(options.launch_id).ints(options.non_donatable_input_indices);
-    w.f64(PeerTimeoutSeconds()).ints(cores);
+    ExecuteRequest request;
+    request.executable = info_.id;
+    request.launch_id = options.launch_id;
+    request.non_donatable_input_indices = options.non_donatable_input_indices;
+    request.timeout_seconds = peer_timeout_seconds_;
+    request.cores = cores;
     std::vector<std::vector<RemoteBuffer*>> remote_args;
     for (const auto& list : args) {
       std::vector<int64_t> ids;
@@ -407,52 +362,51 @@ class RemoteExecutable : public Executable {
         ids.push_back(remote->id());
         buffers.push_back(remote);
       }
-      w.ints(ids);
+      request.args.push_back(std::move(ids));
       remote_args.push_back(std::move(buffers));
     }
-    PN_ASSIGN_OR_RETURN(std::string reply, channel_->Call(w));
-    Reader r = AfterStatus(reply);
+    PN_ASSIGN_OR_RETURN(ExecuteReply reply, channel_->Call<ExecuteReply>(request));
+    if (reply.cores.size() != cores.size()) return Internal(ExecuteReply::kMalformed);
     ExecuteResult result;
     for (size_t d = 0; d < cores.size(); ++d) {
       std::vector<std::unique_ptr<Buffer>> outputs;
-      int64_t n = r.i64();
-      for (int64_t i = 0; i < n && r.ok(); ++i) outputs.push_back(std::make_unique<RemoteBuffer>(channel_, r));
-      for (int64_t donated : r.ints()) {
+      for (BufferInfo& info : reply.cores[d].outputs) {
+        outputs.push_back(std::make_unique<RemoteBuffer>(channel_, std::move(info)));
+      }
+      for (int64_t donated : reply.cores[d].donated) {
         if (donated >= 0 && donated < static_cast<int64_t>(remote_args[d].size())) remote_args[d][donated]->MarkDeleted();
       }
       result.outputs.push_back(std::move(outputs));
       result.completions.push_back(std::make_shared<CompletedEvent>());
     }
-    if (!r.ok()) return Internal("malformed execution reply from the instance daemon");
     return result;
   }
 
   void Delete() override {
     deleted_ = true;
-    Writer w;
-    w.u8(static_cast<uint8_t>(Op::kDeleteExecutable)).i64(id_);
-    channel_->Call(w);
+    DeleteExecutableRequest request;
+    request.id = info_.id;
+    channel_->Call<EmptyReply>(request);
   }
   bool IsDeleted() override { return deleted_; }
 
  private:
-  StatusOr<std::string> Ask(Query what) {
-    Writer w;
-    w.u8(static_cast<uint8_t>(Op::kExecutableQuery)).i64(id_).u8(static_cast<uint8_t>(what));
-    return channel_->Call(w);
+  template <typename Reply>
+  StatusOr<Reply> Ask(Query what) {
+    ExecutableQueryRequest request;
+    request.executable = info_.id;
+    request.what = what;
+    return channel_->Call<Reply>(request);
   }
   StatusOr<std::string> QueryString(Query what) {
-    PN_ASSIGN_OR_RETURN(std::string reply, Ask(what));
-    return AfterStatus(reply).str();
+    PN_ASSIGN_OR_RETURN(QueryBytesReply reply, Ask<QueryBytesReply>(what));
+    return std::move(reply.value);
   }
 
   std::shared_ptr<Channel> channel_;
-  int64_t id_ = 0;
-  std::string name_;
-  int replicas_ = 1;
-  int partitions_ = 1;
+  const ExecutableInfo info_;
+  const double peer_timeout_seconds_;  // as the client was created with
   std::vector<int> local_cores_;
-  std::vector<OutputShape> outputs_;
   std::mutex mutex_;
   std::optional<CompiledMemoryStats> memory_stats_;
   std::atomic<bool> deleted_{false};
@@ -460,11 +414,13 @@ class RemoteExecutable : public Executable {
 
 class RemoteEngine : public Engine {
  public:
-  RemoteEngine(std::shared_ptr<Channel> channel, std::string description, int num_cores, std::vector<int> own_cores)
+  RemoteEngine(std::shared_ptr<Channel> channel, std::string description, int num_cores, std::vector<int> own_cores,
+               double peer_timeout_seconds)
       : channel_(std::move(channel)),
         description_(std::move(description)),
         num_cores_(num_cores),
-        own_cores_(std::move(own_cores)) {}
+        own_cores_(std::move(own_cores)),
+        peer_timeout_seconds_(peer_timeout_seconds) {}
 
   std::string description() override { return description_; }
   int num_cores() override { return num_cores_; }
@@ -490,64 +446,71 @@ class RemoteEngine : public Engine {
     } else {
       for (int64_t d : spec.dims) span *= d;
     }
-    std::vector<int64_t> strides;
-    if (spec.byte_strides != nullptr) strides.assign(spec.byte_strides, spec.byte_strides + spec.num_byte_strides);
+    BufferFromHostRequest request;
+    request.core = core;
+    request.type = spec.type;
+    request.dims = spec.dims;
+    if (spec.byte_strides != nullptr) request.byte_strides.assign(spec.byte_strides, spec.byte_strides + spec.num_byte_strides);
+    request.memory_kind = spec.memory_kind;
     PN_ASSIGN_OR_RETURN(std::unique_ptr<Connection> c, channel_->Lease());
     char* window = span >= kSharedTransferBytes ? c->WindowFor(span) : nullptr;
-    Writer w;
-    w.u8(static_cast<uint8_t>(Op::kBufferFromHost)).i64(core).i64(spec.type).ints(spec.dims).ints(strides);
-    w.str(spec.memory_kind);
+    request.bytes.placement = PlacementOf(window);
     if (window != nullptr) {
       std::memcpy(window, spec.data, span);
-      w.u8(static_cast<uint8_t>(Placement::kWindow)).i64(static_cast<int64_t>(span));
+      request.bytes.window_bytes = static_cast<int64_t>(span);
     } else {
-      w.u8(static_cast<uint8_t>(Placement::kInline)).bytes(spec.data, span);
+      request.bytes.data = std::string_view(static_cast<const char*>(spec.data), span);
     }
-    auto reply = channel_->CallOn(*c, w);
+    auto bytes = channel_->CallOn(*c, EncodeRequest(request));
     channel_->Return(std::move(c));
-    PN_RETURN_IF_ERROR(reply.status());
-    Reader r = AfterStatus(*reply);
+    PN_RETURN_IF_ERROR(bytes.status());
+    PN_ASSIGN_OR_RETURN(BufferInfo info, DecodeReply<BufferInfo>(*bytes));
     TransferResult result;
-    result.buffer = std::make_unique<RemoteBuffer>(channel_, r);
+    result.buffer = std::make_unique<RemoteBuffer>(channel_, std::move(info));
     return result;  // the bytes were copied before the call returned: the caller's buffer is free now
   }
 
   StatusOr<std::unique_ptr<Buffer>> CreateUninitializedBuffer(int core, PJRT_Buffer_Type type,
                                                               const std::vector<int64_t>& dims) override {
-    Writer w;
-    w.u8(static_cast<uint8_t>(Op::kCreateUninitialized)).i64(core).i64(type).ints(dims);
-    PN_ASSIGN_OR_RETURN(std::string reply, channel_->Call(w));
-    Reader r = AfterStatus(reply);
-    return std::unique_ptr<Buffer>(new RemoteBuffer(channel_, r));
+    CreateUninitializedRequest request;
+    request.core = core;
+    request.type = type;
+    request.dims = dims;
+    PN_ASSIGN_OR_RETURN(BufferInfo info, channel_->Call<BufferInfo>(request));
+    return std::unique_ptr<Buffer>(new RemoteBuffer(channel_, std::move(info)));
   }
 
   StatusOr<std::unique_ptr<Executable>> Compile(const Program& program, const std::string& options) override {
-    Writer w;
-    w.u8(static_cast<uint8_t>(Op::kCompile)).str(program.format).bytes(program.code, program.code_size).str(options);
-    PN_ASSIGN_OR_RETURN(std::string reply, channel_->Call(w));
-    Reader r = AfterStatus(reply);
-    return std::unique_ptr<Executable>(new RemoteExecutable(channel_, r, own_cores_));
+    CompileRequest request;
+    request.format = program.format;
+    request.code = std::string_view(program.code, program.code_size);
+    request.options = options;
+    return Loaded(channel_->Call<ExecutableInfo>(request));
   }
 
   StatusOr<std::unique_ptr<Executable>> Deserialize(const std::string& bytes,
                                                     const std::string* overridden_options) override {
-    Writer w;
-    w.u8(static_cast<uint8_t>(Op::kDeserialize)).str(bytes).u8(overridden_options ? 1 : 0);
-    w.str(overridden_options ? *overridden_options : std::string());
-    PN_ASSIGN_OR_RETURN(std::string reply, channel_->Call(w));
-    Reader r = AfterStatus(reply);
-    return std::unique_ptr<Executable>(new RemoteExecutable(channel_, r, own_cores_));
+    DeserializeRequest request;
+    request.bytes = bytes;
+    if (overridden_options != nullptr) request.options = *overridden_options;
+    return Loaded(channel_->Call<ExecutableInfo>(request));
   }
 
   StatusOr<std::vector<int>> DefaultDeviceAssignment(int num_replicas, int num_partitions) override {
-    Writer w;
-    w.u8(static_cast<uint8_t>(Op::kDefaultDeviceAssignment)).i64(num_replicas).i64(num_partitions);
-    PN_ASSIGN_OR_RETURN(std::string reply, channel_->Call(w));
-    Reader r = AfterStatus(reply);
-    return r.ints<int>();
+    DefaultDeviceAssignmentRequest request;
+    request.replicas = num_replicas;
+    request.partitions = num_partitions;
+    PN_ASSIGN_OR_RETURN(DefaultDeviceAssignmentReply reply, channel_->Call<DefaultDeviceAssignmentReply>(request));
+    return std::move(reply.cores);
   }
 
  private:
+  StatusOr<std::unique_ptr<Executable>> Loaded(StatusOr<ExecutableInfo> info) {
+    PN_RETURN_IF_ERROR(info.status());
+    return std::unique_ptr<Executable>(
+        new RemoteExecutable(channel_, std::move(info.value()), own_cores_, peer_timeout_seconds_));
+  }
+
   static StatusOr<int64_t> ElementSize(PJRT_Buffer_Type type) {
     switch (type) {
       case PJRT_Buffer_Type_S16: case PJRT_Buffer_Type_U16: case PJRT_Buffer_Type_F16: case PJRT_Buffer_Type_BF16:
@@ -567,6 +530,7 @@ class RemoteEngine : public Engine {
   std::string description_;
   int num_cores_;
   std::vector<int> own_cores_;
+  double peer_timeout_seconds_;
 };
 
 std::string OwnLibraryPath() {
@@ -645,39 +609,27 @@ StatusOr<std::unique_ptr<Engine>> ConnectInstanceEngine(const ConnectOptions& op
   // A daemon that is shutting down refuses the hello; the next attempt starts a fresh one.
   for (int attempt = 0; attempt < 5; ++attempt) {
     PN_ASSIGN_OR_RETURN(int fd, ConnectOrSpawn(options, address, log_path));
-    Writer hello;
-    hello.u8(static_cast<uint8_t>(Op::kHello)).i64(getpid()).i64(options.process_index).i64(options.world_size);
-    hello.ints(options.cores).f64(options.peer_timeout_seconds);
-    std::string reply;
-    if (!SendFrame(fd, hello.buffer()) || !ReceiveFrame(fd, &reply)) {
+    HelloRequest hello;
+    hello.pid = getpid();
+    hello.process_index = options.process_index;
+    hello.world_size = options.world_size;
+    hello.cores = options.cores;
+    hello.timeout_seconds = options.peer_timeout_seconds;
+    std::string bytes;
+    if (!SendFrame(fd, EncodeRequest(hello)) || !ReceiveFrame(fd, &bytes)) {
       close(fd);
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       continue;
     }
-    Reader r(reply);
-    Status status = ReadStatus(r);
-    if (!status.ok()) {
+    StatusOr<HelloReply> reply = DecodeReply<HelloReply>(bytes);
+    if (!reply.ok()) {
       close(fd);
-      return status;
+      return reply.status();
     }
-    std::string description = r.str();
-    int num_cores = static_cast<int>(r.i64());
-    int64_t session = r.i64();
-    int64_t size = r.i64();
-    world->clear();
-    for (int64_t i = 0; i < size && r.ok(); ++i) {
-      JobMember m;
-      m.process_index = static_cast<int>(r.i64());
-      m.pid = static_cast<int>(r.i64());
-      m.cores = r.ints<int>();
-      world->push_back(std::move(m));
-    }
-    if (!r.ok()) {
-      close(fd);
-      return Internal("malformed hello reply from the instance daemon");
-    }
-    auto channel = std::make_shared<Channel>(address, fd, session, log_path);
-    return std::unique_ptr<Engine>(new RemoteEngine(channel, description, num_cores, options.cores));
+    *world = std::move(reply->world);
+    auto channel = std::make_shared<Channel>(address, fd, reply->session, log_path);
+    return std::unique_ptr<Engine>(new RemoteEngine(channel, std::move(reply->description), reply->num_cores,
+                                                    options.cores, options.peer_timeout_seconds));
   }
   return Unavailable("could not attach to the instance daemon; see " + log_path);
 }

@@ -1,0 +1,146 @@
+// Executions on the engine: one request's own run, and the runs of a ready gang.
+#include "daemon/execution.h"
+
+#include <cstdio>
+#include <thread>
+
+#include "common/sha256.h"
+#include "daemon/core_list.h"
+
+namespace pjrt_neuron::daemon {
+namespace {
+
+using engine::Buffer;
+using engine::ExecuteOptions;
+using engine::ExecuteResult;
+
+// What a request brings to a gang and takes from it.
+struct ExecutionPart : GangPart {
+  std::shared_ptr<ServedExecutable> executable;  // its process's program
+  ExecuteOptions options;
+  std::map<int, std::vector<std::shared_ptr<Buffer>>> args;  // by core
+  CoreOutputs outputs;                                       // by core, once run
+};
+
+std::vector<Buffer*> Raw(const std::vector<std::shared_ptr<Buffer>>& list) {
+  std::vector<Buffer*> out;
+  for (auto& b : list) out.push_back(b.get());
+  return out;
+}
+
+Status AwaitAll(ExecuteResult& run) {
+  for (auto& event : run.completions) {
+    if (!event) continue;
+    Status done = event->Await();
+    if (!done.ok()) return done;
+  }
+  return Status::Ok();
+}
+
+Status RunDirectly(ServedExecutable& executable, const std::vector<int>& cores, const ArgumentLists& args,
+                   const ExecuteOptions& options, CoreOutputs* outputs) {
+  if (cores == executable.cores) {
+    std::vector<std::vector<Buffer*>> all;
+    for (auto& list : args) all.push_back(Raw(list));
+    PN_ASSIGN_OR_RETURN(ExecuteResult run, executable.executable->Execute(all, options, -1));
+    PN_RETURN_IF_ERROR(AwaitAll(run));
+    for (size_t d = 0; d < cores.size(); ++d) (*outputs)[cores[d]] = std::move(run.outputs[d]);
+    return Status::Ok();
+  }
+  // No collectives: each core's replica runs on its own, whenever its process asks.
+  for (size_t d = 0; d < cores.size(); ++d) {
+    PN_ASSIGN_OR_RETURN(ExecuteResult run, executable.executable->Execute({Raw(args[d])}, options, cores[d]));
+    PN_RETURN_IF_ERROR(AwaitAll(run));
+    (*outputs)[cores[d]] = std::move(run.outputs[0]);
+  }
+  return Status::Ok();
+}
+
+ExecutionPart& PartOf(const ReadyGang& gang, int core) { return static_cast<ExecutionPart&>(*gang.parts.at(core)); }
+
+// Every core runs the same program: one engine execution over all of them.
+Status RunGangTogether(const ReadyGang& gang) {
+  auto& first = static_cast<ExecutionPart&>(*gang.first);
+  std::vector<std::vector<Buffer*>> all;
+  for (int core : gang.cores) all.push_back(Raw(PartOf(gang, core).args[core]));
+  auto run = first.executable->executable->Execute(all, first.options, -1);
+  Status status = run.ok() ? AwaitAll(*run) : run.status();
+  if (!status.ok()) return status;
+  for (size_t d = 0; d < gang.cores.size(); ++d) {
+    int core = gang.cores[d];
+    PartOf(gang, core).outputs[core] = std::move(run->outputs[d]);
+  }
+  return Status::Ok();
+}
+
+// The processes' programs differ but their collectives correspond: each core runs its own
+// process's program at the same time, under one run id, and XLA matches the collectives by
+// their channel ids.
+Status RunGangApart(const ReadyGang& gang) {
+  ExecuteOptions options = static_cast<ExecutionPart&>(*gang.first).options;
+  options.launch_id = gang.launch_id;
+  std::vector<StatusOr<ExecuteResult>> runs;
+  for (size_t d = 0; d < gang.cores.size(); ++d) runs.emplace_back(Status(ErrorCode::kInternal, "not run"));
+  std::vector<std::thread> threads;
+  for (size_t d = 0; d < gang.cores.size(); ++d) {
+    threads.emplace_back([&, d] {
+      int core = gang.cores[d];
+      ExecutionPart& part = PartOf(gang, core);
+      runs[d] = part.executable->executable->Execute({Raw(part.args[core])}, options, core);
+      if (runs[d].ok()) {
+        Status done = AwaitAll(*runs[d]);
+        if (!done.ok()) runs[d] = done;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& run : runs) {
+    if (!run.ok()) return run.status();
+  }
+  for (size_t d = 0; d < gang.cores.size(); ++d) {
+    int core = gang.cores[d];
+    PartOf(gang, core).outputs[core] = std::move(runs[d]->outputs[0]);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Executions::Run(int job, const std::shared_ptr<ServedExecutable>& executable, const std::vector<int>& cores,
+                       const ArgumentLists& args, const ExecuteOptions& options, double timeout_seconds,
+                       CoreOutputs* outputs) {
+  if (trace_) {
+    std::fprintf(stderr, "execute %s cores=%s program cores=%s collectives=%d replicas=%d program=%s gang=%s\n",
+                 executable->executable->name().c_str(), CoreList(cores).c_str(), CoreList(executable->cores).c_str(),
+                 int(executable->has_collectives), executable->executable->num_replicas(),
+                 Sha256::Hex(executable->program_key).substr(0, 12).c_str(),
+                 Sha256::Hex(executable->gang_key).substr(0, 12).c_str());
+  }
+  if (cores.empty() || args.size() != cores.size()) {
+    return InvalidArgument("an execution must name at least one NeuronCore, with one argument list each");
+  }
+  if (cores == executable->cores || !executable->has_collectives) {
+    return RunDirectly(*executable, cores, args, options, outputs);
+  }
+  auto part = std::make_shared<ExecutionPart>();
+  part->executable = executable;
+  part->options = options;
+  for (size_t d = 0; d < cores.size(); ++d) part->args[cores[d]] = args[d];
+  GangArrival arrival;
+  arrival.job = job;
+  arrival.gang_key = executable->gang_key;
+  arrival.program_key = executable->program_key;
+  arrival.program_name = executable->executable->name();
+  arrival.program_cores = executable->cores;
+  arrival.cores = cores;
+  arrival.launch_id = options.launch_id;
+  arrival.timeout_seconds = timeout_seconds;
+  arrival.part = part;
+  PN_RETURN_IF_ERROR(gangs_.Join(arrival, [](const ReadyGang& gang) {
+    return gang.one_program ? RunGangTogether(gang) : RunGangApart(gang);
+  }));
+  for (int core : cores) (*outputs)[core] = std::move(part->outputs[core]);
+  return Status::Ok();
+}
+
+}  // namespace pjrt_neuron::daemon
