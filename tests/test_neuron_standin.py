@@ -313,7 +313,7 @@ def test_compiler_rejects_input_that_is_not_hlo(standin, tmp_path):
     assert "[NCC_ESTD001]" in result.stdout
 
 
-def test_compiler_writes_its_log_file(standin, tmp_path, neffs):
+def test_compiler_writes_its_log_file(standin, tmp_path):
     log = tmp_path / "compile.log"
     result = _compile(standin, _hlo_module(DONATED_HLO), tmp_path, "--logfile", str(log),
                       "--verbose", "info")
@@ -728,12 +728,12 @@ def _timed_executions(bounds) -> float:
 
 
 def test_executions_are_serialised_per_core(nrt, host, neffs):
-    host.setenv("NEURON_STANDIN_EXEC_DELAY_MS", "300")
+    host.setenv("NEURON_STANDIN_EXEC_DELAY_MS", "400")
     assert nrt.init() == N.SUCCESS
     same_core = [Bound(nrt, _loaded(nrt, neffs["add"], 0)) for _ in range(2)]
     other_core = Bound(nrt, _loaded(nrt, neffs["add"], 1), vnc=1)
-    assert _timed_executions(same_core) >= 0.6
-    assert _timed_executions([same_core[0], other_core]) < 0.55
+    assert _timed_executions(same_core) >= 0.8
+    assert _timed_executions([same_core[0], other_core]) < 0.7
 
 
 def test_execution_past_the_timeout(nrt, host, neffs, capfd):

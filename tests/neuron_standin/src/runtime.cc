@@ -113,6 +113,10 @@ NRT_STATUS Runtime::CheckVnc(const char* function, int64_t vnc) const {
 
 NRT_STATUS Runtime::Init(int framework, const char*, const char*) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (phase_ == Phase::kInitialized || phase_ == Phase::kClosing) {
+    LogError("nrt_init", "the runtime is already initialised in this process");
+    return NRT_INVALID;  // and the running fault plan keeps its counts
+  }
   std::string error;
   if (!ReadLogLevel(&error)) {
     LogError("nrt_init", error);
@@ -124,10 +128,6 @@ NRT_STATUS Runtime::Init(int framework, const char*, const char*) {
   }
   NRT_STATUS injected = NRT_SUCCESS;
   if (InjectFault("nrt_init", &injected)) return injected;
-  if (phase_ == Phase::kInitialized || phase_ == Phase::kClosing) {
-    LogError("nrt_init", "the runtime is already initialised in this process");
-    return NRT_INVALID;
-  }
   if (framework < 1 || framework > 4) {
     LogError("nrt_init", "framework type " + std::to_string(framework) + " is not valid");
     return NRT_INVALID;
