@@ -416,17 +416,20 @@ _GCC_OFFSETS_0_81 = {
 }
 
 
-def _self_check_layouts() -> list[str]:
+def _self_check_layouts(structs: dict | None = None) -> list[str]:
     """Cheap layout sanity check; returns a list of problems (empty = OK).
 
     1. For every struct with PJRT_DEFINE_STRUCT_TRAITS, sizeof must equal
        X_STRUCT_SIZE rounded up to the struct's alignment (the header's own
        C++ static_assert).
     2. For the 0.81 header, sizes/offsets must match the gcc table above.
+
+    ``structs`` (default ``STRUCTS``) are the ctypes classes to check, by name.
     """
+    structs = STRUCTS if structs is None else structs
     problems = []
     for name, upto in STRUCT_SIZES.items():
-        cls = STRUCTS[name]
+        cls = structs[name]
         align = ctypes.alignment(cls)
         want = (upto + align - 1) // align * align
         if ctypes.sizeof(cls) != want:
@@ -434,11 +437,11 @@ def _self_check_layouts() -> list[str]:
                             f"STRUCT_SIZE {upto} rounded to {want}")
     if HEADER_VERSION == (0, 81):
         for name, size in _GCC_SIZES_0_81.items():
-            if ctypes.sizeof(STRUCTS[name]) != size:
-                problems.append(f"{name}: sizeof {ctypes.sizeof(STRUCTS[name])}"
+            if ctypes.sizeof(structs[name]) != size:
+                problems.append(f"{name}: sizeof {ctypes.sizeof(structs[name])}"
                                 f" != gcc {size}")
         for (name, field), off in _GCC_OFFSETS_0_81.items():
-            got = getattr(STRUCTS[name], field).offset
+            got = getattr(structs[name], field).offset
             if got != off:
                 problems.append(f"{name}.{field}: offset {got} != gcc {off}")
     return problems
@@ -463,14 +466,15 @@ def _c_offsets(cls, prefix=""):
     return out
 
 
-def check_layouts_with_cc(cc: str = "gcc") -> list[str]:
+def check_layouts_with_cc(cc: str = "gcc", structs: dict | None = None) -> list[str]:
     """Compile a C program printing sizeof/offsetof of every parsed struct
     and field, and compare with ctypes.  Returns mismatches; raises
-    FileNotFoundError if the compiler is missing."""
+    FileNotFoundError if the compiler is missing.  ``structs`` (default
+    ``STRUCTS``) are the ctypes classes to compare, by name."""
     lines = ['#include <stdio.h>', '#include <stddef.h>',
              f'#include "{_HEADER_PATH}"', 'int main(void) {']
     expect = {}
-    for name, cls in STRUCTS.items():
+    for name, cls in (STRUCTS if structs is None else structs).items():
         lines.append(f'printf("S {name} %zu\\n", sizeof(struct {name}));')
         expect[f"S {name}"] = ctypes.sizeof(cls)
         for path, off in _c_offsets(cls):
