@@ -308,6 +308,13 @@ void MemoryStatsReply::Read(Reader& r) {
 void CostAnalysisReply::Write(Writer& w) const { WriteAttributes(w, attributes); }
 void CostAnalysisReply::Read(Reader& r) { attributes = ReadAttributes(r); }
 
+void OptimizedProgramReply::Write(Writer& w) const { w.str(program.format).str(program.code); }
+
+void OptimizedProgramReply::Read(Reader& r) {
+  program.format = r.str();
+  program.code = r.str();
+}
+
 void ExecuteRequest::Write(Writer& w) const {
   w.i64(executable).i64(launch_id).ints(non_donatable_input_indices).f64(timeout_seconds).ints(cores);
   w.i64(static_cast<int64_t>(args.size()));

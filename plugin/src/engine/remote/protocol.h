@@ -78,8 +78,6 @@ struct PlacedBytes {
   void Read(Reader& r);
 };
 
-// ---- Parts of several replies ----
-
 struct BufferInfo {
   static constexpr const char* kMalformed = "malformed reply from the instance daemon";
   int64_t id = 0;
@@ -112,8 +110,6 @@ struct EmptyReply {
   void Read(Reader&) {}
 };
 
-// ---- Sessions ----
-
 // The first message of a process's first connection.
 struct HelloRequest {
   static constexpr Op kOp = Op::kHello;
@@ -145,8 +141,6 @@ struct AttachRequest {
   void Write(Writer& w) const;
   void Read(Reader& r);
 };
-
-// ---- Buffers ----
 
 // Answered with BufferInfo.
 struct BufferFromHostRequest {
@@ -237,8 +231,6 @@ using DeleteBufferRequest = ObjectRequest<Op::kDeleteBuffer>;
 using ReleaseExecutableRequest = ObjectRequest<Op::kReleaseExecutable>;
 using DeleteExecutableRequest = ObjectRequest<Op::kDeleteExecutable>;
 
-// ---- Programs ----
-
 // Answered with ExecutableInfo.
 struct CompileRequest {
   static constexpr Op kOp = Op::kCompile;
@@ -306,14 +298,9 @@ struct CostAnalysisReply {
 struct OptimizedProgramReply {
   static constexpr const char* kMalformed = "malformed reply from the instance daemon";
   ProgramText program;
-  void Write(Writer& w) const { w.str(program.format).str(program.code); }
-  void Read(Reader& r) {
-    program.format = r.str();
-    program.code = r.str();
-  }
+  void Write(Writer& w) const;
+  void Read(Reader& r);
 };
-
-// ---- Executions ----
 
 struct ExecuteRequest {
   static constexpr Op kOp = Op::kExecute;
@@ -354,8 +341,6 @@ struct DefaultDeviceAssignmentReply {
   void Write(Writer& w) const { w.ints(cores); }
   void Read(Reader& r) { cores = r.ints<int>(); }
 };
-
-// ---- Encoding and decoding whole messages ----
 
 // The request's Op; 0 for an empty message.
 Op RequestOp(const std::string& payload);
