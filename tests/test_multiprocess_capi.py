@@ -93,8 +93,19 @@ def test_program_without_collectives_runs_on_one_process_alone(world):
     np.testing.assert_array_equal(out.to_numpy(), [1.0, 1.0])  # its replica id, as on core 1
 
 
-def test_collective_that_a_rank_never_runs_fails_after_the_timeout(world, monkeypatch):
+@pytest.fixture
+def impatient_world(plugin_api, monkeypatch):
+    # The timeout is read once, when the clients are created; a later change does not count.
     monkeypatch.setenv("PJRT_NEURON_COLLECTIVE_TIMEOUT", "2")
+    clients = _create_world(plugin_api)
+    monkeypatch.setenv("PJRT_NEURON_COLLECTIVE_TIMEOUT", "60")
+    yield clients
+    for c in clients:
+        c.destroy()
+
+
+def test_collective_that_a_rank_never_runs_fails_after_the_timeout(impatient_world):
+    world = impatient_world
     executable = world[0].compile(ALL_REDUCE, compile_options=TWO_REPLICAS)
     arg = world[0].buffer_from_numpy(np.ones(2, np.float32))
     start = time.monotonic()
