@@ -81,7 +81,8 @@ TEST(SettingsTable, JsonHasEveryRow) {
 }
 
 TEST(SettingsParse, ChoiceMessageListsTheChoices) {
-  EXPECT_EQ(ErrorOf(Check(Get(Id::kCompat), "bogus")), "PJRT_NEURON_COMPAT='bogus'; use warn (the default), strict or off");
+  EXPECT_EQ(ErrorOf(Check(Get(Id::kCompat), "bogus")),
+            "PJRT_NEURON_COMPAT='bogus'; use warn (the default), strict or off");
   EXPECT_TRUE(Check(Get(Id::kCompat), "strict").ok());
   EXPECT_EQ(ErrorOf(Check(Get(Id::kTorchPlugin), "bogus")),
             "PJRT_NEURON_TORCH_PLUGIN='bogus'; use pjrt-neuron (this plugin, the default) or aws (AWS's libneuronxla)");
@@ -218,10 +219,9 @@ TEST(SettingsCheck, InstanceTypesAndCoreListsAreJudgedByTheCore) {
   {
     ScopedEnv type("PJRT_NEURON_INSTANCE_TYPE", "trn9.mega");
     const std::string error = ErrorOf(core::CheckSettings({"PJRT_NEURON_INSTANCE_TYPE"}));
-    EXPECT_EQ(error.rfind("PJRT_NEURON_INSTANCE_TYPE='trn9.mega' is not a known instance type; use one of trn1.2xlarge, ",
-                          0),
-              0u)
-        << error;
+    const std::string expected =
+        "PJRT_NEURON_INSTANCE_TYPE='trn9.mega' is not a known instance type; use one of trn1.2xlarge, ";
+    EXPECT_EQ(error.rfind(expected, 0), 0u) << error;
     EXPECT_EQ(ErrorOf(core::CheckSettings({})), error);
   }
   {
