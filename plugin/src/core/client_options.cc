@@ -1,60 +1,33 @@
+// Resolves a client's options: the environment's settings (common/settings.h), then the PJRT
+// create options over them, then the checks that need both.
 #include "core/client_options.h"
 
-#include <cstdlib>
-#include <sstream>
-
+#include "common/settings.h"
 #include "core/instance.h"
 
 namespace pjrt_neuron::core {
 namespace {
 
+using settings::Id;
+
 const std::string* StringValue(const engine::Attribute& a) { return std::get_if<std::string>(&a.value); }
-
-std::string EnvOr(const char* name, const std::string& fallback) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' ? value : fallback;
-}
-
-StatusOr<int> PositiveIntSetting(const std::string& name, const std::string& text) {
-  char* end = nullptr;
-  long value = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || value < 1 || value > 4096) {
-    return InvalidArgument(name + "='" + text + "' is not a positive integer");
-  }
-  return static_cast<int>(value);
-}
 
 }  // namespace
 
 StatusOr<ClientOptions> ResolveClientOptions(const engine::Attributes& create_options,
                                              const std::string& instance_type) {
   ClientOptions options;
-  options.instance_type = EnvOr("PJRT_NEURON_INSTANCE_TYPE", options.instance_type);
-  options.engine_library_path = EnvOr("PJRT_NEURON_ENGINE_LIBRARY", "");
-  if (std::string visible = EnvOr("NEURON_RT_VISIBLE_CORES", ""); !visible.empty()) options.visible_cores = visible;
-  if (std::string lnc = EnvOr("NEURON_LOGICAL_NC_CONFIG", ""); !lnc.empty()) {
-    PN_ASSIGN_OR_RETURN(options.logical_nc_config, PositiveIntSetting("NEURON_LOGICAL_NC_CONFIG", lnc));
-  }
-  if (std::string num = EnvOr("NEURON_RT_NUM_CORES", ""); !num.empty()) {
-    PN_ASSIGN_OR_RETURN(options.num_cores, PositiveIntSetting("NEURON_RT_NUM_CORES", num));
-  }
-  if (std::string index = EnvOr("NEURON_PJRT_PROCESS_INDEX", ""); !index.empty()) {
-    if (index.size() > 6 || index.find_first_not_of("0123456789") != std::string::npos) {
-      return InvalidArgument("NEURON_PJRT_PROCESS_INDEX='" + index + "' is not a process index");
-    }
-    options.process_index = std::atoi(index.c_str());
-  }
-  if (std::string counts = EnvOr("NEURON_PJRT_PROCESSES_NUM_DEVICES", ""); !counts.empty()) {
-    std::stringstream parts(counts);
-    std::string part;
-    while (std::getline(parts, part, ',')) {
-      PN_ASSIGN_OR_RETURN(int count, PositiveIntSetting("NEURON_PJRT_PROCESSES_NUM_DEVICES entry", part));
-      options.processes_num_cores.push_back(count);
-    }
-    options.world_size = static_cast<int>(options.processes_num_cores.size());
-  }
-  if (std::string world = EnvOr("NEURON_PJRT_WORLD_SIZE", ""); !world.empty()) {
-    PN_ASSIGN_OR_RETURN(options.world_size, PositiveIntSetting("NEURON_PJRT_WORLD_SIZE", world));
+  // Checked against the instance table below, after a create option or topology may replace it.
+  options.instance_type = settings::Text(Id::kInstanceType);
+  options.engine_library_path = settings::Text(Id::kEngineLibrary);
+  if (settings::IsSet(Id::kVisibleCores)) options.visible_cores = settings::Text(Id::kVisibleCores);
+  PN_ASSIGN_OR_RETURN(options.logical_nc_config, settings::PositiveInt(Id::kLogicalNcConfig));
+  PN_ASSIGN_OR_RETURN(options.num_cores, settings::PositiveInt(Id::kNumCores));
+  PN_ASSIGN_OR_RETURN(options.process_index, settings::ProcessIndex(Id::kProcessIndex));
+  PN_ASSIGN_OR_RETURN(options.processes_num_cores, settings::PositiveIntList(Id::kProcessesNumDevices));
+  if (!options.processes_num_cores.empty()) options.world_size = static_cast<int>(options.processes_num_cores.size());
+  if (settings::IsSet(Id::kWorldSize)) {
+    PN_ASSIGN_OR_RETURN(options.world_size, settings::PositiveInt(Id::kWorldSize));
     options.processes_num_cores.clear();  // one core per process, as the Neuron runtime reads it
   }
   for (const engine::Attribute& option : create_options) {
@@ -95,21 +68,8 @@ StatusOr<ClientOptions> ResolveClientOptions(const engine::Attributes& create_op
   if (options.world_size > 1) {
     // Only a multi-process job reads these; the second is read by the daemon it may start,
     // where a bad value would stop it at once.
-    if (std::string timeout = EnvOr("PJRT_NEURON_COLLECTIVE_TIMEOUT", ""); !timeout.empty()) {
-      char* end = nullptr;
-      double seconds = std::strtod(timeout.c_str(), &end);
-      if (*end != '\0' || !(seconds > 0)) {
-        return InvalidArgument("PJRT_NEURON_COLLECTIVE_TIMEOUT='" + timeout + "' is not a positive number of seconds");
-      }
-      options.peer_timeout_seconds = seconds;
-    }
-    if (std::string idle = EnvOr("PJRT_NEURON_DAEMON_IDLE_SECONDS", ""); !idle.empty()) {
-      char* end = nullptr;
-      double seconds = std::strtod(idle.c_str(), &end);
-      if (*end != '\0' || !(seconds >= 0)) {
-        return InvalidArgument("PJRT_NEURON_DAEMON_IDLE_SECONDS='" + idle + "' is not a non-negative number of seconds");
-      }
-    }
+    PN_ASSIGN_OR_RETURN(options.peer_timeout_seconds, settings::Seconds(Id::kCollectiveTimeout));
+    PN_RETURN_IF_ERROR(settings::Seconds(Id::kDaemonIdleSeconds).status());
   }
   if (!instance_type.empty()) options.instance_type = instance_type;
   PN_RETURN_IF_ERROR(ShapeInstance(options.instance_type, options.logical_nc_config).status());

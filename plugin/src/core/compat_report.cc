@@ -5,31 +5,23 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <mutex>
 #include <set>
+
+#include "common/json.h"
+#include "common/settings.h"
 
 namespace pjrt_neuron::core {
 
 using hlo::CompatFinding;
 
 StatusOr<CompatSettings> ReadCompatSettings() {
+  using settings::Id;
   CompatSettings settings;
-  const char* mode = std::getenv("PJRT_NEURON_COMPAT");
-  std::string value = mode != nullptr ? mode : "";
-  if (value.empty() || value == "warn") {
-    settings.mode = CompatMode::kWarn;
-  } else if (value == "strict") {
-    settings.mode = CompatMode::kStrict;
-  } else if (value == "off") {
-    settings.mode = CompatMode::kOff;
-  } else {
-    return InvalidArgument("PJRT_NEURON_COMPAT='" + value + "'; use warn (the default), strict or off");
-  }
-  const char* numerics = std::getenv("PJRT_NEURON_COMPAT_STRICT_NUMERICS");
-  settings.strict_numerics = numerics != nullptr && std::string(numerics) == "1";
-  const char* report = std::getenv("PJRT_NEURON_COMPAT_REPORT");
-  if (report != nullptr) settings.report_path = report;
+  PN_ASSIGN_OR_RETURN(std::string mode, settings::ChoiceValue(Id::kCompat));
+  settings.mode = mode == "strict" ? CompatMode::kStrict : mode == "off" ? CompatMode::kOff : CompatMode::kWarn;
+  PN_ASSIGN_OR_RETURN(settings.strict_numerics, settings::Flag(Id::kCompatStrictNumerics));
+  settings.report_path = settings::Text(Id::kCompatReport);
   return settings;
 }
 
@@ -40,21 +32,23 @@ std::string Location(const CompatFinding& f) {
   return f.source_file + ":" + std::to_string(f.source_line) + (f.op_name.empty() ? "" : " (" + f.op_name + ")");
 }
 
-std::string JsonString(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof(escaped), "\\u%04x", c);
-      out += escaped;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
+// One JSON line of the report file, which `pjrt-neuron check` reads.
+std::string ReportLine(const std::string& program_name, const std::string& program_id, const CompatFinding& f) {
+  json::Writer line;
+  line.BeginObject()
+      .Field("program", program_name)
+      .Field("program_id", program_id)
+      .Field("check", f.check)
+      .Field("what", f.what)
+      .Field("why", f.why)
+      .Field("fix", f.fix)
+      .Field("fails_on_trainium", f.fails_on_trainium)
+      .Field("op_name", f.op_name)
+      .Field("source_file", f.source_file)
+      .Field("source_line", f.source_line)
+      .Field("count", f.count)
+      .EndObject();
+  return line.text() + "\n";
 }
 
 bool Fatal(const CompatSettings& settings, const CompatFinding& f) {
@@ -75,14 +69,7 @@ Status ReportCompatFindings(const CompatSettings& settings, const std::string& p
   if (!settings.report_path.empty()) {
     if (FILE* report = std::fopen(settings.report_path.c_str(), "a")) {
       for (const CompatFinding& f : findings) {
-        std::string line = "{\"program\":" + JsonString(program_name) + ",\"program_id\":" + JsonString(program_id) +
-                           ",\"check\":" + JsonString(f.check) +
-                           ",\"what\":" + JsonString(f.what) + ",\"why\":" + JsonString(f.why) +
-                           ",\"fix\":" + JsonString(f.fix) +
-                           ",\"fails_on_trainium\":" + (f.fails_on_trainium ? "true" : "false") +
-                           ",\"op_name\":" + JsonString(f.op_name) + ",\"source_file\":" + JsonString(f.source_file) +
-                           ",\"source_line\":" + std::to_string(f.source_line) + ",\"count\":" + std::to_string(f.count) +
-                           "}\n";
+        const std::string line = ReportLine(program_name, program_id, f);
         std::fputs(line.c_str(), report);
       }
       std::fclose(report);

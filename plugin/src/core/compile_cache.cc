@@ -1,3 +1,5 @@
+// The compile cache on disk (compile_cache.h): entries, remembered failures, key locks,
+// eviction, and the process's counters.
 #include "core/compile_cache.h"
 
 #include <dirent.h>
@@ -14,37 +16,16 @@
 #include <mutex>
 #include <set>
 
+#include "common/json.h"
+#include "common/settings.h"
 #include "common/sha256.h"
 
 namespace pjrt_neuron::core {
 namespace {
 
-constexpr char kMagic[] = "pjrt-neuron-cache/1\n";
-constexpr size_t kMagicSize = sizeof(kMagic) - 1;
+constexpr size_t kMagicSize = sizeof(kCacheEntryMagic) - 1;
 
 std::mutex metrics_mutex;
-
-CacheMetrics& Metrics();
-
-std::string Env(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr ? value : "";
-}
-
-StatusOr<int64_t> ParseSize(const std::string& text) {
-  char* end = nullptr;
-  double value = std::strtod(text.c_str(), &end);
-  std::string unit(end);
-  double scale = unit.empty() || unit == "B" ? 1
-                 : unit == "K" || unit == "KB" || unit == "KiB" ? 1024.0
-                 : unit == "M" || unit == "MB" || unit == "MiB" ? 1024.0 * 1024
-                 : unit == "G" || unit == "GB" || unit == "GiB" ? 1024.0 * 1024 * 1024
-                                                                  : -1;
-  if (end == text.c_str() || scale < 0 || value < 0) {
-    return InvalidArgument("PJRT_NEURON_COMPILE_CACHE_MAX_SIZE='" + text + "' is not a size like 500M or 10G");
-  }
-  return static_cast<int64_t>(value * scale);
-}
 
 bool ReadFile(const std::string& path, std::string* out) {
   FILE* f = std::fopen(path.c_str(), "rb");
@@ -59,7 +40,7 @@ bool ReadFile(const std::string& path, std::string* out) {
 
 // Writes through a temporary file and a rename, so readers see a whole entry or none.
 bool WriteAtomically(const std::string& path, const std::string& bytes, mode_t mode) {
-  std::string temporary = path + ".tmp." + std::to_string(getpid());
+  std::string temporary = path + kCacheTemporaryMarker + std::to_string(getpid());
   int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) return false;
   fchmod(fd, mode);  // whatever the umask
@@ -86,34 +67,55 @@ uint64_t GetLength(const std::string& in, size_t at) {
   return value;
 }
 
-// Returns the payload, or why the entry is unusable.
-StatusOr<std::string> ParseEntry(const std::string& bytes) {
-  if (bytes.compare(0, kMagicSize, kMagic) != 0) return Status(ErrorCode::kDataLoss, "not a pjrt-neuron cache entry");
+}  // namespace
+
+CacheEntry ParseCacheEntry(const std::string& bytes) {
+  CacheEntry entry;
+  if (bytes.compare(0, kMagicSize, kCacheEntryMagic) != 0) {
+    entry.problem = "not a pjrt-neuron cache entry";
+    return entry;
+  }
   size_t header_end = bytes.find('\n', kMagicSize);
+  if (header_end != std::string::npos) entry.header_json = bytes.substr(kMagicSize, header_end - kMagicSize);
   if (header_end == std::string::npos || bytes.size() < header_end + 1 + 8 + 32) {
-    return Status(ErrorCode::kDataLoss, "the entry is truncated");
+    entry.problem = "the entry is truncated";
+    return entry;
   }
   size_t at = header_end + 1;
   uint64_t length = GetLength(bytes, at);
   std::string checksum = bytes.substr(at + 8, 32);
   at += 8 + 32;
-  if (bytes.size() - at != length) return Status(ErrorCode::kDataLoss, "the entry is truncated or has extra bytes");
-  std::string payload = bytes.substr(at);
+  entry.payload_size = bytes.size() - at;
+  if (bytes.size() - at != length) {
+    entry.problem = "the entry is truncated or has extra bytes";
+    return entry;
+  }
   Sha256 sha;
-  sha.Update(payload);
-  if (sha.Digest() != checksum) return Status(ErrorCode::kDataLoss, "the entry's checksum does not match");
-  return payload;
+  sha.Update(bytes.data() + at, bytes.size() - at);
+  if (sha.Digest() != checksum) {
+    entry.problem = "the entry's checksum does not match";
+    return entry;
+  }
+  entry.payload_offset = at;
+  entry.valid = true;
+  return entry;
 }
 
-void PrintMetricsAtExit() { std::fprintf(stderr, "pjrt-neuron compile cache: %s\n", MetricsJson().c_str()); }
-
-}  // namespace
+StatusOr<CacheEntry> ReadCacheEntry(const std::string& path) {
+  std::string bytes;
+  if (!ReadFile(path, &bytes)) return NotFound("cannot read " + path + ": " + std::strerror(errno));
+  return ParseCacheEntry(bytes);
+}
 
 namespace {
+
 CacheMetrics& Metrics() {
   static CacheMetrics metrics;
   return metrics;
 }
+
+void PrintMetricsAtExit() { std::fprintf(stderr, "pjrt-neuron compile cache: %s\n", MetricsJson().c_str()); }
+
 }  // namespace
 
 void CountMetrics(const std::function<void(CacheMetrics&)>& update) {
@@ -124,43 +126,32 @@ void CountMetrics(const std::function<void(CacheMetrics&)>& update) {
 std::string MetricsJson() {
   std::lock_guard<std::mutex> lock(metrics_mutex);
   const CacheMetrics& m = Metrics();
-  char text[512];
-  std::snprintf(text, sizeof(text),
-                "{\"compiles\": %lld, \"cache_hits\": %lld, \"cache_misses\": %lld, \"failures_remembered\": %lld, "
-                "\"corrupt_entries\": %lld, \"compile_seconds\": %.3f, \"bytes_written\": %lld}",
-                static_cast<long long>(m.compiles), static_cast<long long>(m.hits), static_cast<long long>(m.misses),
-                static_cast<long long>(m.failures_remembered), static_cast<long long>(m.corrupt_entries),
-                m.compile_seconds, static_cast<long long>(m.bytes_written));
-  return text;
+  json::Writer out(json::Writer::Spacing::kSpaced);  // printed for people at exit, too
+  out.BeginObject()
+      .Field("compiles", m.compiles)
+      .Field("cache_hits", m.hits)
+      .Field("cache_misses", m.misses)
+      .Field("failures_remembered", m.failures_remembered)
+      .Field("corrupt_entries", m.corrupt_entries);
+  out.Key("compile_seconds").Number(m.compile_seconds, 3);
+  return out.Field("bytes_written", m.bytes_written).EndObject().text();
 }
 
 StatusOr<CacheSettings> ReadCacheSettings() {
-  static const bool metrics_at_exit = [] {
-    if (Env("PJRT_NEURON_CACHE_METRICS") == "1") std::atexit(PrintMetricsAtExit);
-    return true;
+  using settings::Id;
+  // Read once: the counters are printed at exit, or not, as the first compilation found it.
+  static const StatusOr<bool> metrics_at_exit = [] {
+    StatusOr<bool> on = settings::Flag(Id::kCacheMetrics);
+    if (on.ok() && *on) std::atexit(PrintMetricsAtExit);
+    return on;
   }();
-  (void)metrics_at_exit;
+  PN_RETURN_IF_ERROR(metrics_at_exit.status());
   CacheSettings settings;
-  std::string enabled = Env("PJRT_NEURON_COMPILE_CACHE");
-  if (!enabled.empty() && enabled != "0" && enabled != "1") {
-    return InvalidArgument("PJRT_NEURON_COMPILE_CACHE='" + enabled + "'; use 1 (on, the default) or 0 (off)");
-  }
-  settings.enabled = enabled != "0";
-  std::string url = Env("NEURON_COMPILE_CACHE_URL");
-  if (url.rfind("file://", 0) == 0) url = url.substr(7);
-  if (!url.empty() && url.find("://") == std::string::npos) {
-    settings.directory = url;
-  } else {
-    // Remote URLs (s3://) are Trainium's; the simulator caches under the user's cache directory.
-    std::string base = Env("XDG_CACHE_HOME");
-    if (base.empty()) base = Env("HOME").empty() ? "/tmp" : Env("HOME") + "/.cache";
-    settings.directory = base + "/pjrt-neuron/compile-cache";
-  }
-  if (std::string size = Env("PJRT_NEURON_COMPILE_CACHE_MAX_SIZE"); !size.empty()) {
-    PN_ASSIGN_OR_RETURN(settings.max_bytes, ParseSize(size));
-  }
-  settings.shared = Env("PJRT_NEURON_COMPILE_CACHE_SHARED") == "1";
-  settings.retry_failed = Env("PJRT_NEURON_COMPILE_CACHE_RETRY_FAILED") == "1";
+  PN_ASSIGN_OR_RETURN(settings.enabled, settings::Flag(Id::kCompileCache));
+  settings.directory = settings::CompileCacheDirectory();
+  PN_ASSIGN_OR_RETURN(settings.max_bytes, settings::Size(Id::kCompileCacheMaxSize));
+  PN_ASSIGN_OR_RETURN(settings.shared, settings::Flag(Id::kCompileCacheShared));
+  PN_ASSIGN_OR_RETURN(settings.retry_failed, settings::Flag(Id::kCompileCacheRetryFailed));
   return settings;
 }
 
@@ -201,12 +192,12 @@ Status CompileCache::EnsureDirectory() const {
 
 std::optional<std::string> CompileCache::Load(const std::string& key) {
   std::string bytes;
-  const std::string path = PathOf(key, ".entry");
+  const std::string path = PathOf(key, kCacheEntrySuffix);
   if (!ReadFile(path, &bytes)) return std::nullopt;
-  auto payload = ParseEntry(bytes);
-  if (payload.ok()) {
+  CacheEntry entry = ParseCacheEntry(bytes);
+  if (entry.valid) {
     utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // the entry's mtime is its last use, for eviction
-    return payload.value();
+    return bytes.substr(entry.payload_offset);
   }
   static std::mutex reported_mutex;
   static std::set<std::string> reported;
@@ -214,7 +205,7 @@ std::optional<std::string> CompileCache::Load(const std::string& key) {
     std::lock_guard<std::mutex> lock(reported_mutex);
     if (reported.insert(path).second) {
       std::fprintf(stderr, "pjrt-neuron: compile cache entry %s is unusable (%s); removing it and compiling again\n",
-                   path.c_str(), payload.status().message().c_str());
+                   path.c_str(), entry.problem.c_str());
     }
   }
   CountMetrics([](CacheMetrics& m) { m.corrupt_entries += 1; });
@@ -222,18 +213,18 @@ std::optional<std::string> CompileCache::Load(const std::string& key) {
   return std::nullopt;
 }
 
-void CompileCache::Remove(const std::string& key) { unlink(PathOf(key, ".entry").c_str()); }
+void CompileCache::Remove(const std::string& key) { unlink(PathOf(key, kCacheEntrySuffix).c_str()); }
 
 void CompileCache::Store(const std::string& key, const std::string& header_json, const std::string& payload) {
   if (!EnsureDirectory().ok()) return;  // a cache that cannot be written is only slower
-  std::string bytes(kMagic, kMagicSize);
+  std::string bytes(kCacheEntryMagic, kMagicSize);
   bytes += header_json + "\n";
   PutLength(&bytes, payload.size());
   Sha256 sha;
   sha.Update(payload);
   bytes += sha.Digest();
   bytes += payload;
-  if (WriteAtomically(PathOf(key, ".entry"), bytes, settings_.shared ? 0644 : 0600)) {
+  if (WriteAtomically(PathOf(key, kCacheEntrySuffix), bytes, settings_.shared ? 0644 : 0600)) {
     CountMetrics([&](CacheMetrics& m) { m.bytes_written += static_cast<int64_t>(bytes.size()); });
   }
   EvictToLimit();
@@ -242,7 +233,7 @@ void CompileCache::Store(const std::string& key, const std::string& header_json,
 std::optional<Status> CompileCache::RememberedFailure(const std::string& key) {
   if (settings_.retry_failed) return std::nullopt;
   std::string text;
-  if (!ReadFile(PathOf(key, ".failed"), &text)) return std::nullopt;
+  if (!ReadFile(PathOf(key, kCacheFailedSuffix), &text)) return std::nullopt;
   size_t newline = text.find('\n');
   if (newline == std::string::npos) return std::nullopt;
   int code = std::atoi(text.substr(0, newline).c_str());
@@ -254,12 +245,12 @@ std::optional<Status> CompileCache::RememberedFailure(const std::string& key) {
 
 void CompileCache::RememberFailure(const std::string& key, const Status& failure) {
   if (!EnsureDirectory().ok()) return;
-  WriteAtomically(PathOf(key, ".failed"),
+  WriteAtomically(PathOf(key, kCacheFailedSuffix),
                   std::to_string(static_cast<int>(failure.code())) + "\n" + failure.message(),
                   settings_.shared ? 0644 : 0600);
 }
 
-void CompileCache::ForgetFailure(const std::string& key) { unlink(PathOf(key, ".failed").c_str()); }
+void CompileCache::ForgetFailure(const std::string& key) { unlink(PathOf(key, kCacheFailedSuffix).c_str()); }
 
 CompileCache::KeyLock::~KeyLock() {
   if (fd_ >= 0) close(fd_);
@@ -267,7 +258,7 @@ CompileCache::KeyLock::~KeyLock() {
 
 StatusOr<CompileCache::KeyLock> CompileCache::Lock(const std::string& key) {
   PN_RETURN_IF_ERROR(EnsureDirectory());
-  int fd = open(PathOf(key, ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, settings_.shared ? 0644 : 0600);
+  int fd = open(PathOf(key, kCacheLockSuffix).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, settings_.shared ? 0644 : 0600);
   if (fd < 0) return Unavailable("cannot open the compile cache lock: " + std::string(std::strerror(errno)));
   struct flock request;
   std::memset(&request, 0, sizeof(request));
@@ -294,7 +285,8 @@ void CompileCache::EvictToLimit() {
   if (dir == nullptr) return;
   while (dirent* d = readdir(dir)) {
     std::string name = d->d_name;
-    if (name.size() < 6 || name.compare(name.size() - 6, 6, ".entry") != 0) continue;
+    const std::string suffix = kCacheEntrySuffix;
+    if (name.size() < suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
     std::string path = settings_.directory + "/" + name;
     struct stat info;
     if (stat(path.c_str(), &info) != 0) continue;

@@ -16,6 +16,24 @@
 
 namespace pjrt_neuron::core {
 
+// The entry format and file names, here once; Python reads them through PjrtNeuron_CompileCacheFormat.
+inline constexpr char kCacheEntryMagic[] = "pjrt-neuron-cache/1\n";
+inline constexpr char kCacheEntrySuffix[] = ".entry";
+inline constexpr char kCacheFailedSuffix[] = ".failed";
+inline constexpr char kCacheLockSuffix[] = ".lock";
+inline constexpr char kCacheTemporaryMarker[] = ".tmp.";  // "<file>.tmp.<pid>" while being written
+
+// What an entry's bytes hold; the payload is valid only when `valid`.
+struct CacheEntry {
+  bool valid = false;
+  std::string problem;                     // why not valid
+  std::optional<std::string> header_json;  // the header line, when the entry has one
+  uint64_t payload_size = 0;               // the bytes after the checksum
+  size_t payload_offset = 0;
+};
+CacheEntry ParseCacheEntry(const std::string& bytes);
+StatusOr<CacheEntry> ReadCacheEntry(const std::string& path);  // NOT_FOUND when it cannot be read
+
 struct CacheSettings {
   bool enabled = true;
   std::string directory;
@@ -26,7 +44,7 @@ struct CacheSettings {
 
 // NEURON_COMPILE_CACHE_URL (a local path), PJRT_NEURON_COMPILE_CACHE (0 turns it off),
 // PJRT_NEURON_COMPILE_CACHE_MAX_SIZE, PJRT_NEURON_COMPILE_CACHE_SHARED,
-// PJRT_NEURON_COMPILE_CACHE_RETRY_FAILED.
+// PJRT_NEURON_COMPILE_CACHE_RETRY_FAILED (common/settings.h), read at each call.
 StatusOr<CacheSettings> ReadCacheSettings();
 
 struct CacheMetrics {

@@ -1,10 +1,12 @@
+// The compile pipeline (compile_pipeline.h): normalise, rewrite, compile through the cache, analyse.
 #include "core/compile_pipeline.h"
 
 #include <chrono>
-#include <cstdlib>
 #include <ctime>
 #include <optional>
 
+#include "common/json.h"
+#include "common/settings.h"
 #include "common/version.h"
 #include "core/compat_report.h"
 #include "hlo/collective_program.h"
@@ -52,15 +54,17 @@ StatusOr<std::unique_ptr<engine::Executable>> TimedCompile(engine::Engine& engin
   return compiled;
 }
 
+// The entry's header line, which `pjrt-neuron cache ls` shows.
 std::string EntryHeader(const std::string& program_name, const std::string& format, const std::string& engine) {
-  return "{\"program\": \"" + program_name + "\", \"format\": \"" + format + "\", \"created\": " +
-         std::to_string(std::time(nullptr)) + ", \"engine\": \"" + engine + "\", \"plugin\": \"" +
-         PluginVersion() + "\"}";
-}
-
-std::string Env(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr ? value : "";
+  json::Writer header(json::Writer::Spacing::kSpaced);
+  header.BeginObject()
+      .Field("program", program_name)
+      .Field("format", format)
+      .Field("created", static_cast<int64_t>(std::time(nullptr)))
+      .Field("engine", engine)
+      .Field("plugin", PluginVersion())
+      .EndObject();
+  return header.text();
 }
 
 // The compile cache key: everything that decides what the compiler produces.
@@ -68,8 +72,8 @@ std::string CompileCacheKey(const std::string& engine_description, const Topolog
                             const engine::Program& program, const std::string& normalized_options) {
   return CompileCache::Key({"pjrt-neuron-compile/1", PluginVersion(), engine_description,
                             topology.instance().core_generation, std::to_string(topology.shape().logical_nc_config),
-                            Env("NEURON_CC_FLAGS"), program.format, std::string(program.code, program.code_size),
-                            normalized_options});
+                            settings::Text(settings::Id::kNeuronCcFlags), program.format,
+                            std::string(program.code, program.code_size), normalized_options});
 }
 
 // A cached executable this engine can load; an entry it cannot load (another engine version's)

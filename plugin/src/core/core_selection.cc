@@ -1,3 +1,4 @@
+// Core selection (core_selection.h): NEURON_RT_VISIBLE_CORES syntax and the per-core lock files.
 #include "core/core_selection.h"
 
 #include <fcntl.h>
@@ -10,6 +11,8 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+
+#include "common/settings.h"
 
 namespace pjrt_neuron::core {
 namespace {
@@ -60,8 +63,7 @@ StatusOr<std::vector<int>> ParseVisibleCores(const std::string& value, int total
 }
 
 std::string LockDirectory(const std::string& instance) {
-  const char* base = std::getenv("PJRT_NEURON_LOCK_DIR");
-  return std::string(base != nullptr && *base != '\0' ? base : "/tmp/pjrt-neuron-locks") + "/" + instance;
+  return settings::Text(settings::Id::kLockDir) + "/" + instance;
 }
 
 // One open file description per core per process; the kernel drops its lock at exit.

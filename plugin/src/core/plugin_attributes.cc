@@ -1,8 +1,9 @@
+// The plugin attributes (plugin_attributes.h): the engine's, and the plugin's version.
 #include "core/plugin_attributes.h"
 
-#include <cstdlib>
 #include <string>
 
+#include "common/settings.h"
 #include "common/version.h"
 #include "engine/factory.h"
 
@@ -10,8 +11,8 @@ namespace pjrt_neuron::core {
 
 StatusOr<engine::Attributes> PluginAttributes() {
   // From the environment: frameworks ask before any create option exists.
-  const char* library = std::getenv("PJRT_NEURON_ENGINE_LIBRARY");
-  PN_ASSIGN_OR_RETURN(engine::Attributes attributes, engine::EnginePluginAttributes(library ? library : ""));
+  PN_ASSIGN_OR_RETURN(engine::Attributes attributes,
+                      engine::EnginePluginAttributes(settings::Text(settings::Id::kEngineLibrary)));
   attributes.push_back({"pjrt_neuron_version", std::string(PluginVersion())});
   return attributes;
 }

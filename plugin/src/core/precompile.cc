@@ -1,3 +1,4 @@
+// Graph collection and precompilation (precompile.h): the program record format, written and read here.
 #include "core/precompile.h"
 
 #include <fcntl.h>
@@ -9,6 +10,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "common/settings.h"
 #include "common/sha256.h"
 #include "core/compile_cache.h"
 #include "core/client_options.h"
@@ -37,14 +39,9 @@ bool GetString(const std::string& in, size_t* at, std::string* value) {
   return true;
 }
 
-std::string Env(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr ? value : "";
-}
-
 }  // namespace
 
-std::string GraphCollectionDirectory() { return Env("PJRT_NEURON_GRAPH_COLLECTION"); }
+std::string GraphCollectionDirectory() { return settings::Text(settings::Id::kGraphCollection); }
 
 void RecordProgram(const std::string& directory, const Topology& topology, const engine::Program& program,
                    const std::string& options) {
