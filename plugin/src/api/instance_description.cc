@@ -1,51 +1,74 @@
-// PjrtNeuron_DescribeInstance: the instance table and who holds which core, as JSON, so the
-// `pjrt-neuron ls` command reads the one table in the plugin instead of keeping its own.
-#include <cstring>
+// PjrtNeuron_DescribeInstance and PjrtNeuron_InstanceTypes: the instance table and who holds
+// which core, as JSON, so the Python package reads the one table in the plugin instead of keeping its own.
 #include <string>
 
+#include "api/text_out.h"
+#include "common/json.h"
 #include "core/core_selection.h"
 #include "core/instance.h"
 
 namespace pjrt_neuron::api {
 namespace {
 
-std::string Quoted(const std::string& text) { return "\"" + text + "\""; }
-
-std::string IntList(const std::vector<int>& values) {
-  std::string out = "[";
-  for (size_t i = 0; i < values.size(); ++i) out += (i ? "," : "") + std::to_string(values[i]);
-  return out + "]";
+const char* LinksName(core::ChipLinks links) {
+  switch (links) {
+    case core::ChipLinks::kTorus2D: return "2d-torus";
+    case core::ChipLinks::kRing: return "ring";
+    case core::ChipLinks::kNone: return "none";
+  }
+  return "none";
 }
 
 std::string Describe(const core::InstanceShape& shape) {
   const core::InstanceType& type = *shape.type;
   std::vector<core::CoreHolder> holders = core::CoreHolders(type.name, shape.total_cores());
-  std::string json = "{\"instance_type\":" + Quoted(type.name) +
-                     ",\"logical_nc_config\":" + std::to_string(shape.logical_nc_config) +
-                     ",\"core_generation\":" + Quoted(type.core_generation) +
-                     ",\"total_cores\":" + std::to_string(shape.total_cores()) +
-                     ",\"hbm_bytes_per_core\":" + std::to_string(shape.hbm_bytes_per_core) +
-                     ",\"chip_links\":" +
-                     Quoted(type.links == core::ChipLinks::kTorus2D ? "2d-torus"
-                            : type.links == core::ChipLinks::kRing ? "ring" : "none") +
-                     ",\"lock_directory\":" + Quoted(core::LockDirectory(type.name)) + ",\"chips\":[";
+  json::Writer out;
+  out.BeginObject()
+      .Field("instance_type", type.name)
+      .Field("logical_nc_config", shape.logical_nc_config)
+      .Field("core_generation", type.core_generation)
+      .Field("total_cores", shape.total_cores())
+      .Field("hbm_bytes_per_core", shape.hbm_bytes_per_core)
+      .Field("chip_links", LinksName(type.links))
+      .Field("lock_directory", core::LockDirectory(type.name));
+  out.Key("chips").BeginArray();
   for (int chip = 0; chip < type.chips; ++chip) {
     std::vector<int> cores;
-    std::string held = "[";
     for (int core = chip * shape.cores_per_chip; core < (chip + 1) * shape.cores_per_chip; ++core) {
       cores.push_back(core);
-      if (holders[core].pid != 0) {
-        held += std::string(held.size() > 1 ? "," : "") + "{\"core\":" + std::to_string(core) +
-                ",\"pid\":" + std::to_string(holders[core].pid) + "}";
-      }
     }
-    json += std::string(chip ? "," : "") + "{\"chip\":" + std::to_string(chip) +
-            ",\"cores\":" + std::to_string(shape.cores_per_chip) + ",\"core_ids\":" + IntList(cores) +
-            ",\"memory_bytes\":" + std::to_string(type.hbm_bytes_per_chip) +
-            ",\"coordinates\":" + IntList(shape.chip_coordinates(chip)) +
-            ",\"connected_chips\":" + IntList(shape.connected_chips(chip)) + ",\"holders\":" + held + "]}";
+    out.BeginObject()
+        .Field("chip", chip)
+        .Field("cores", shape.cores_per_chip)
+        .Field("core_ids", cores)
+        .Field("memory_bytes", type.hbm_bytes_per_chip)
+        .Field("coordinates", shape.chip_coordinates(chip))
+        .Field("connected_chips", shape.connected_chips(chip));
+    out.Key("holders").BeginArray();
+    for (int core : cores) {
+      if (holders[core].pid != 0) out.BeginObject().Field("core", core).Field("pid", holders[core].pid).EndObject();
+    }
+    out.EndArray().EndObject();
   }
-  return json + "]}";
+  return out.EndArray().EndObject().text();
+}
+
+std::string InstanceTypesJson() {
+  json::Writer out;
+  out.BeginArray();
+  for (const core::InstanceType& type : core::KnownInstanceTypes()) {
+    out.BeginObject()
+        .Field("name", type.name)
+        .Field("chips", type.chips)
+        .Field("physical_cores_per_chip", type.physical_cores_per_chip)
+        .Field("hbm_bytes_per_chip", type.hbm_bytes_per_chip)
+        .Field("core_generation", type.core_generation)
+        .Field("default_logical_nc_config", type.default_logical_nc_config)
+        .Field("max_logical_nc_config", type.max_logical_nc_config)
+        .Field("chip_links", LinksName(type.links))
+        .EndObject();
+  }
+  return out.EndArray().text();
 }
 
 }  // namespace
@@ -56,11 +79,14 @@ std::string Describe(const core::InstanceShape& shape) {
 extern "C" __attribute__((visibility("default"))) long PjrtNeuron_DescribeInstance(const char* instance_type, int lnc,
                                                                                    char* out, size_t out_size) {
   auto shape = pjrt_neuron::core::ShapeInstance(instance_type ? instance_type : "", lnc);
-  std::string text = shape.ok() ? pjrt_neuron::api::Describe(shape.value()) : shape.status().message();
-  if (out != nullptr && out_size > 0) {
-    size_t n = std::min(text.size(), out_size - 1);
-    std::memcpy(out, text.data(), n);
-    out[n] = '\0';
+  if (!shape.ok()) {
+    pjrt_neuron::api::CopyToCaller(shape.status().message(), out, out_size);
+    return -1;
   }
-  return shape.ok() ? static_cast<long>(text.size()) : -1;
+  return pjrt_neuron::api::CopyToCaller(pjrt_neuron::api::Describe(shape.value()), out, out_size);
+}
+
+// Writes the instance table as a JSON array, in its order; returns the length needed.
+extern "C" __attribute__((visibility("default"))) long PjrtNeuron_InstanceTypes(char* out, size_t out_size) {
+  return pjrt_neuron::api::CopyToCaller(pjrt_neuron::api::InstanceTypesJson(), out, out_size);
 }

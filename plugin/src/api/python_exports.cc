@@ -1,0 +1,110 @@
+// The tables, formats and rules the Python package reads from the library instead of keeping
+// copies: the version, the settings table and its checks, the compile cache's directory,
+// entry format and sizes. Each writes text into the caller's buffer (api/text_out.h).
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "api/text_out.h"
+#include "common/json.h"
+#include "common/settings.h"
+#include "common/version.h"
+#include "core/compile_cache.h"
+#include "core/settings_check.h"
+
+namespace pjrt_neuron::api {
+namespace {
+
+std::vector<std::string> CommaList(const char* text) {
+  std::vector<std::string> items;
+  std::stringstream parts(text != nullptr ? text : "");
+  std::string item;
+  while (std::getline(parts, item, ',')) {
+    if (!item.empty()) items.push_back(item);
+  }
+  return items;
+}
+
+std::string CacheFormatJson() {
+  json::Writer out;
+  return out.BeginObject()
+      .Field("magic", core::kCacheEntryMagic)
+      .Field("entry_suffix", core::kCacheEntrySuffix)
+      .Field("failed_suffix", core::kCacheFailedSuffix)
+      .Field("lock_suffix", core::kCacheLockSuffix)
+      .Field("temporary_marker", core::kCacheTemporaryMarker)
+      .EndObject()
+      .text();
+}
+
+std::string EntryJson(const core::CacheEntry& entry) {
+  json::Writer out;
+  out.BeginObject().Field("valid", entry.valid).Field("problem", entry.problem);
+  out.Key("header");  // the header line as text: a damaged one need not be JSON
+  if (entry.header_json.has_value()) {
+    out.String(*entry.header_json);
+  } else {
+    out.Null();
+  }
+  return out.Field("payload_bytes", entry.payload_size).EndObject().text();
+}
+
+}  // namespace
+}  // namespace pjrt_neuron::api
+
+#define PN_PYTHON_EXPORT extern "C" __attribute__((visibility("default")))
+
+// The plugin's version (pyproject.toml's); returns the length needed.
+PN_PYTHON_EXPORT long PjrtNeuron_Version(char* out, size_t out_size) {
+  return pjrt_neuron::api::CopyToCaller(pjrt_neuron::PluginVersion(), out, out_size);
+}
+
+// Every setting as a JSON array of {name, kind, default, default_text, meaning, allowed,
+// choices, read_by}; returns the length needed.
+PN_PYTHON_EXPORT long PjrtNeuron_Settings(char* out, size_t out_size) {
+  return pjrt_neuron::api::CopyToCaller(pjrt_neuron::settings::TableJson(), out, out_size);
+}
+
+// Checks the environment's values of the comma-separated setting `names` (all when null or
+// empty). Returns 0 when they are valid, else the length of the error message written to `out`.
+PN_PYTHON_EXPORT long PjrtNeuron_CheckSettings(const char* names, char* out, size_t out_size) {
+  const pjrt_neuron::Status status = pjrt_neuron::core::CheckSettings(pjrt_neuron::api::CommaList(names));
+  if (status.ok()) {
+    pjrt_neuron::api::CopyToCaller("", out, out_size);
+    return 0;
+  }
+  return pjrt_neuron::api::CopyToCaller(status.message(), out, out_size);
+}
+
+// The compile cache directory the environment selects; returns the length needed.
+PN_PYTHON_EXPORT long PjrtNeuron_CompileCacheDirectory(char* out, size_t out_size) {
+  return pjrt_neuron::api::CopyToCaller(pjrt_neuron::settings::CompileCacheDirectory(), out, out_size);
+}
+
+// The entry format's constants as JSON {magic, entry_suffix, failed_suffix, lock_suffix,
+// temporary_marker}; returns the length needed.
+PN_PYTHON_EXPORT long PjrtNeuron_CompileCacheFormat(char* out, size_t out_size) {
+  return pjrt_neuron::api::CopyToCaller(pjrt_neuron::api::CacheFormatJson(), out, out_size);
+}
+
+// Reads the entry at `path` as JSON {valid, problem, header (the header line, or null),
+// payload_bytes}; returns the length needed, or -1 with the error message in `out`.
+PN_PYTHON_EXPORT long PjrtNeuron_InspectCacheEntry(const char* path, char* out, size_t out_size) {
+  auto entry = pjrt_neuron::core::ReadCacheEntry(path != nullptr ? path : "");
+  if (!entry.ok()) {
+    pjrt_neuron::api::CopyToCaller(entry.status().message(), out, out_size);
+    return -1;
+  }
+  return pjrt_neuron::api::CopyToCaller(pjrt_neuron::api::EntryJson(entry.value()), out, out_size);
+}
+
+// Parses a size as PJRT_NEURON_COMPILE_CACHE_MAX_SIZE is parsed (500M, 10G, 1.5GiB, 4096) into
+// `bytes`. Returns 0, else the length of the error message written to `message`.
+PN_PYTHON_EXPORT long PjrtNeuron_ParseSize(const char* text, int64_t* bytes, char* message, size_t message_size) {
+  auto size = pjrt_neuron::settings::ParseSize("", text != nullptr ? text : "");
+  if (!size.ok()) return pjrt_neuron::api::CopyToCaller(size.status().message(), message, message_size);
+  if (bytes != nullptr) *bytes = size.value();
+  pjrt_neuron::api::CopyToCaller("", message, message_size);
+  return 0;
+}
