@@ -1,34 +1,32 @@
 """The persistent compile cache on disk (`pjrt-neuron cache ...`) and this process's cache metrics.
 
-The plugin writes the cache; this module reads the same format to list, size and prune it.
+The plugin writes the cache; the library also tells this module where it is, what its files are
+called and whether an entry is whole (`_native`), so the format lives in one place.
 """
 
 from __future__ import annotations
 
-import ctypes
-import hashlib
 import json
-import os
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from pjrt_neuron import config
+from pjrt_neuron import _native
 
-MAGIC = b"pjrt-neuron-cache/1\n"
+
+def __getattr__(name: str):
+    if name == "MAGIC":  # the entry's first line, as bytes
+        return _native.compile_cache_format()["magic"].encode()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def directory() -> Path:
     """NEURON_COMPILE_CACHE_URL when it is a local path, else ~/.cache/pjrt-neuron/compile-cache."""
-    url = os.environ.get("NEURON_COMPILE_CACHE_URL", "")
-    if url.startswith("file://"):
-        url = url[len("file://"):]
-    if url and "://" not in url:
-        return Path(url)
-    base = os.environ.get("XDG_CACHE_HOME") or (os.path.join(os.environ["HOME"], ".cache") if "HOME" in os.environ
-                                                else "/tmp")
-    return Path(base) / "pjrt-neuron" / "compile-cache"
+    return Path(_native.compile_cache_directory())
+
+
+def _suffix(kind: str) -> str:
+    return _native.compile_cache_format()[f"{kind}_suffix"]
 
 
 @dataclass
@@ -41,22 +39,24 @@ class Entry:
     valid: bool
 
 
+def _header(text: str | None) -> dict | None:
+    try:
+        header = json.loads(text) if text is not None else None
+    except ValueError:
+        return None
+    return header if isinstance(header, dict) else None
+
+
 def _read_entry(path: Path) -> Entry:
-    data = path.read_bytes()
     stat = path.stat()
-    header, valid = {}, False
-    if data.startswith(MAGIC):
-        end = data.find(b"\n", len(MAGIC))
-        try:
-            header = json.loads(data[len(MAGIC):end])
-            at = end + 1
-            length = int.from_bytes(data[at:at + 8], "little")
-            checksum = data[at + 8:at + 40]
-            payload = data[at + 40:]
-            valid = len(payload) == length and hashlib.sha256(payload).digest() == checksum
-        except (ValueError, json.JSONDecodeError):
-            valid = False
-    return Entry(path.name[:-len(".entry")], path, stat.st_size, stat.st_mtime, header, valid)
+    try:
+        inspected = _native.inspect_cache_entry(str(path))
+    except OSError:  # removed or unreadable since it was listed
+        inspected = {"valid": False, "header": None}
+    header = _header(inspected["header"])
+    valid = inspected["valid"] and header is not None
+    name = path.name[:-len(_suffix("entry"))]
+    return Entry(name, path, stat.st_size, stat.st_mtime, header or {}, valid)
 
 
 def entries(cache_dir: Path | None = None) -> list[Entry]:
@@ -64,13 +64,13 @@ def entries(cache_dir: Path | None = None) -> list[Entry]:
     cache_dir = cache_dir or directory()
     if not cache_dir.is_dir():
         return []
-    found = [_read_entry(p) for p in cache_dir.glob("*.entry")]
+    found = [_read_entry(p) for p in cache_dir.glob("*" + _suffix("entry"))]
     return sorted(found, key=lambda e: e.last_used)
 
 
 def failed(cache_dir: Path | None = None) -> list[Path]:
     cache_dir = cache_dir or directory()
-    return sorted(cache_dir.glob("*.failed")) if cache_dir.is_dir() else []
+    return sorted(cache_dir.glob("*" + _suffix("failed"))) if cache_dir.is_dir() else []
 
 
 def stats(cache_dir: Path | None = None) -> dict:
@@ -90,7 +90,10 @@ def clear(cache_dir: Path | None = None, failed_only: bool = False) -> int:
     cache_dir = cache_dir or directory()
     if not cache_dir.is_dir():
         return 0
-    patterns = ["*.failed"] if failed_only else ["*.entry", "*.failed", "*.lock", "*.tmp.*"]
+    layout = _native.compile_cache_format()
+    failed_files = "*" + layout["failed_suffix"]
+    patterns = [failed_files] if failed_only else [
+        "*" + layout["entry_suffix"], failed_files, "*" + layout["lock_suffix"], "*" + layout["temporary_marker"] + "*"]
     removed = 0
     for pattern in patterns:
         for path in cache_dir.glob(pattern):
@@ -113,28 +116,14 @@ def prune(max_bytes: int, cache_dir: Path | None = None) -> list[Entry]:
     return removed
 
 
-_SIZE = re.compile(r"^(\d+(?:\.\d+)?)(B|K|KB|KiB|M|MB|MiB|G|GB|GiB)?$")
-_UNITS = {None: 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KiB": 1 << 10, "M": 1 << 20, "MB": 1 << 20,
-          "MiB": 1 << 20, "G": 1 << 30, "GB": 1 << 30, "GiB": 1 << 30}
-
-
 def parse_size(text: str) -> int:
     """Sizes as the plugin reads PJRT_NEURON_COMPILE_CACHE_MAX_SIZE: 500M, 10G, 1.5GiB, 4096."""
-    match = _SIZE.match(text.strip())
-    if match is None:
-        raise config.ConfigurationError(f"{text!r} is not a size like 500M or 10G (units B, K, M, G)")
-    return int(float(match.group(1)) * _UNITS[match.group(2)])
+    return _native.parse_size(text.strip())
 
 
 def metrics() -> dict:
     """This process's compile counters: compiles, cache hits and misses, seconds compiling, bytes written."""
-    library = ctypes.CDLL(config.library_path(), mode=os.RTLD_LOCAL | os.RTLD_NOW)
-    function = library.PjrtNeuron_CompileCacheMetrics
-    function.restype = ctypes.c_long
-    function.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
-    out = ctypes.create_string_buffer(4096)
-    function(out, len(out))
-    return json.loads(out.value.decode())
+    return _native.compile_cache_metrics()
 
 
 def format_entries(found: list[Entry]) -> str:

@@ -1,12 +1,8 @@
-"""All pjrt-neuron settings, read and validated in one place.
+"""The settings the Python package reads, validated by the plugin library's one table of settings.
 
-Environment variables:
-  PJRT_NEURON_LIBRARY_PATH    the plugin library to load (default: the one shipped in this package)
-  PJRT_NEURON_ENGINE_LIBRARY  the simulator's engine, xla_cpu_pjrt.so (default: from the xla-cpu-pjrt wheel)
-  PJRT_NEURON_INSTANCE_TYPE   the simulated Trainium instance (default trn1.2xlarge)
-  PJRT_NEURON_LOCK_DIR        where processes claim NeuronCores (default /tmp/pjrt-neuron-locks)
-  PJRT_NEURON_TORCH_PLUGIN    which plugin PJRT_DEVICE=NEURON selects in torch-xla when AWS's
-                              libneuronxla is installed too: "pjrt-neuron" (default) or "aws"
+Every variable, its default and what it allows is in the library (`settings()`, from
+plugin/src/common/settings.cc); only finding the library itself (PJRT_NEURON_LIBRARY_PATH) and
+the engine wheel are Python's own.
 """
 
 from __future__ import annotations
@@ -16,18 +12,9 @@ import importlib.util
 import os
 from pathlib import Path
 
+from pjrt_neuron import _native
+
 LIBRARY_NAME = "libpjrt_neuron.so"
-INSTANCE_TYPES = (
-    "trn1.2xlarge",
-    "trn1.32xlarge",
-    "trn1n.32xlarge",
-    "trn2.48xlarge",
-    "inf2.xlarge",
-    "inf2.8xlarge",
-    "inf2.24xlarge",
-    "inf2.48xlarge",
-)
-TORCH_PLUGIN_CHOICES = ("pjrt-neuron", "aws")
 
 
 class ConfigurationError(ValueError):
@@ -75,30 +62,38 @@ def engine_library_path() -> str:
     return str(Path(spec.origin).with_name("xla_cpu_pjrt.so"))
 
 
+def settings() -> tuple[dict, ...]:
+    """Every setting pjrt-neuron reads: name, kind, default, default_text, meaning, allowed, choices, read_by."""
+    return _native.settings()
+
+
+def _value(name: str) -> str:
+    """The environment's value of setting `name`, checked by the library; else its default ("" when none)."""
+    _native.check_settings(name)
+    return os.environ.get(name) or (_native.setting(name)["default"] or "")
+
+
+def instance_types() -> tuple[str, ...]:
+    """The simulated instance types, in the library's table order."""
+    return tuple(t["name"] for t in _native.instance_types())
+
+
 def instance_type() -> str:
-    value = os.environ.get("PJRT_NEURON_INSTANCE_TYPE", "trn1.2xlarge")
-    if value not in INSTANCE_TYPES:
-        raise ConfigurationError(
-            f"PJRT_NEURON_INSTANCE_TYPE={value!r} is not a known instance type; use one of {', '.join(INSTANCE_TYPES)}")
-    return value
+    return _value("PJRT_NEURON_INSTANCE_TYPE")
 
 
 def logical_nc_config() -> int:
     """NEURON_LOGICAL_NC_CONFIG, or 0 for the instance's default."""
-    value = os.environ.get("NEURON_LOGICAL_NC_CONFIG", "")
-    if not value:
-        return 0
-    if value not in ("1", "2"):
-        raise ConfigurationError(f"NEURON_LOGICAL_NC_CONFIG={value!r}; use 1 or 2")
-    return int(value)
+    return int(_value("NEURON_LOGICAL_NC_CONFIG") or 0)
+
+
+def lock_directory() -> str:
+    """Where processes claim NeuronCores (PJRT_NEURON_LOCK_DIR)."""
+    return _value("PJRT_NEURON_LOCK_DIR")
 
 
 def torch_plugin_choice() -> str:
-    value = os.environ.get("PJRT_NEURON_TORCH_PLUGIN", "pjrt-neuron")
-    if value not in TORCH_PLUGIN_CHOICES:
-        raise ConfigurationError(
-            f"PJRT_NEURON_TORCH_PLUGIN={value!r}; use 'pjrt-neuron' (this plugin) or 'aws' (AWS's libneuronxla)")
-    return value
+    return _value("PJRT_NEURON_TORCH_PLUGIN")
 
 
 def prepare_environment() -> None:

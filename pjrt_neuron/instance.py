@@ -2,30 +2,14 @@
 
 from __future__ import annotations
 
-import ctypes
-import json
-import os
-
-from pjrt_neuron import config
+from pjrt_neuron import _native, config
 
 
 def describe(instance_type: str | None = None, logical_nc_config: int | None = None) -> dict:
     """Chips, cores, memory, links and the processes holding cores, from the plugin library."""
-    library = ctypes.CDLL(config.library_path(), mode=os.RTLD_LOCAL | os.RTLD_NOW)
-    function = library.PjrtNeuron_DescribeInstance
-    function.restype = ctypes.c_long
-    function.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
-    name = (instance_type or config.instance_type()).encode()
+    name = instance_type or config.instance_type()
     lnc = logical_nc_config if logical_nc_config is not None else config.logical_nc_config()
-    size = 1 << 16
-    while True:
-        out = ctypes.create_string_buffer(size)
-        needed = function(name, lnc, out, size)
-        if needed < 0:
-            raise config.ConfigurationError(out.value.decode())
-        if needed < size:
-            return json.loads(out.value.decode())
-        size = needed + 1
+    return _native.describe_instance(name, lnc)
 
 
 def _process_name(pid: int) -> str:

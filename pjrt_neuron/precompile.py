@@ -4,7 +4,6 @@ compiles nothing (the workflow of Neuron's neuron_parallel_compile)."""
 
 from __future__ import annotations
 
-import ctypes
 import os
 import subprocess
 import sys
@@ -13,21 +12,16 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from pjrt_neuron import cache, config
+from pjrt_neuron import _native, cache, config
 
 COMPILED, CACHED, FAILED = "compiled", "cached", "failed"
 
 
 def _compile_record(path: str) -> tuple[str, str, str]:
     """In a worker process: compile one recorded program into the cache."""
-    library = ctypes.CDLL(config.library_path(), mode=os.RTLD_LOCAL | os.RTLD_NOW)
-    function = library.PjrtNeuron_PrecompileProgram
-    function.restype = ctypes.c_int
-    function.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
-    message = ctypes.create_string_buffer(8192)
-    result = function(path.encode(), message, len(message))
+    result, message = _native.precompile_program(path)
     outcome = {0: COMPILED, 1: CACHED}.get(result, FAILED)
-    return path, outcome, message.value.decode(errors="replace")
+    return path, outcome, message
 
 
 def collect(command: list[str], directory: Path) -> int:

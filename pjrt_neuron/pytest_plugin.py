@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 
 _OFF_VALUES = ("0", "off", "false", "no")
-_DEFAULT_LOCK_DIR = "/tmp/pjrt-neuron-locks"
 
 
 def _enabled() -> bool:
@@ -51,7 +50,9 @@ def plan(index: int, count: int, total_cores: int, lock_dir: str) -> dict[str, s
 
 
 def describe_plan(count: int, total_cores: int) -> str:
-    instance_type = os.environ.get("PJRT_NEURON_INSTANCE_TYPE", "trn1.2xlarge")
+    from pjrt_neuron import config as settings
+
+    instance_type = settings.instance_type()
     if count <= total_cores:
         share = total_cores // count
         return (f"pjrt-neuron: {count} xdist workers share {instance_type}: {share} NeuronCore(s) each "
@@ -69,8 +70,10 @@ def pytest_configure(config) -> None:
     if worker is None or not _enabled() or _chosen_by_user():
         return
     index, count = worker
-    lock_dir = os.environ.get("PJRT_NEURON_LOCK_DIR", _DEFAULT_LOCK_DIR)
     try:
+        from pjrt_neuron import config as settings  # not pytest's `config`
+
+        lock_dir = settings.lock_directory()
         total_cores = _instance_cores()
     except Exception as error:  # a project that never uses NeuronCores must still run its tests
         config.issue_config_time_warning(
