@@ -5,6 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${1:?usage: $0 PYTHON}"
+# Absolute: CMake would read a relative path from its build directory.
+case "$PYTHON" in
+  /*) ;;
+  */*) PYTHON="$PWD/$PYTHON" ;;
+  *) PYTHON="$(command -v "$PYTHON")" ;;
+esac
 if [[ ! -f /usr/include/gtest/gtest.h ]]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libgtest-dev >/dev/null
