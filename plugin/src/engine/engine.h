@@ -1,5 +1,6 @@
 // The Engine interface: what a NeuronCore backend must do. Implementations: sim/ (XLA's CPU
-// compiler, loaded at run time) and remote/ (the instance daemon's); factory.h picks one.
+// compiler, loaded at run time), remote/ (the instance daemon's) and neuron/ (neuronx-cc and
+// the Neuron runtime); factory.h picks one.
 //
 // Engines speak PJRT's plain-data vocabulary (element type numbers, memory layouts,
 // named values) because both engines already use it; they own their own handles.
@@ -104,6 +105,11 @@ struct CompiledMemoryStats {
   int64_t peak_memory_in_bytes = 0;
 };
 
+struct CoreMemoryStats {
+  int64_t bytes_in_use = 0;
+  int64_t bytes_limit = 0;  // 0: not known
+};
+
 struct ProgramText {
   std::string format;
   std::string code;
@@ -164,6 +170,11 @@ class Engine {
   virtual StatusOr<std::unique_ptr<Executable>> Deserialize(const std::string& bytes,
                                                             const std::string* overridden_options) = 0;
   virtual StatusOr<std::vector<int>> DefaultDeviceAssignment(int num_replicas, int num_partitions) = 0;
+  // The HBM figures of one core as the hardware counts them; UNIMPLEMENTED where the engine
+  // has none (the simulator: core's own accounting is exact there).
+  virtual StatusOr<CoreMemoryStats> CoreMemory(int core) {
+    return Status(ErrorCode::kUnimplemented, "this engine reports no per-core memory figures");
+  }
 };
 
 

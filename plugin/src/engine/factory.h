@@ -1,5 +1,6 @@
-// Builds the engine a client runs on: the simulator in this process, or, for a process of a
-// multi-process job, the instance daemon's engine through engine/remote/.
+// Builds the engine a client runs on, as PJRT_NEURON_ENGINE says (auto, sim or neuron): the
+// Neuron runtime and neuronx-cc (engine/neuron/) on a Trainium host, else the simulator in this
+// process or, for a process of a multi-process job, the instance daemon's through engine/remote/.
 #pragma once
 
 #include <memory>
@@ -25,7 +26,15 @@ struct JobPlacement {
 struct EngineRequest {
   EngineOptions options;            // num_cores: the cores of an in-process engine
   std::optional<JobPlacement> job;  // set: attach to the instance daemon instead
+  bool compile_only = false;        // compiling for a topology: no cores are used
 };
+
+enum class EngineChoice { kAuto, kSim, kNeuron };
+// PJRT_NEURON_ENGINE (default auto); INVALID_ARGUMENT naming the value when it is none of them.
+StatusOr<EngineChoice> ReadEngineChoice();
+// The engine `choice` comes to on this host: auto is neuron when the Neuron SDK's default
+// library and compiler work (never a library a test setting names), else sim.
+EngineChoice ResolveEngineChoice(EngineChoice choice);
 
 // With `job`, fills `members` with the job's processes once all of them have attached.
 StatusOr<std::unique_ptr<Engine>> CreateEngine(const EngineRequest& request, std::vector<JobMember>* members);
