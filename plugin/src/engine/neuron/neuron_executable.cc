@@ -13,6 +13,7 @@
 #include "engine/neuron/neuron_buffer.h"
 #include "engine/neuron/nrt_status.h"
 #include "engine/neuron/placement.h"
+#include "hlo/hlo_fields.h"
 
 namespace pjrt_neuron::engine::neuron {
 namespace {
@@ -100,6 +101,7 @@ Status NeuronExecutable::Init() {
     donated_[alias.parameter] = true;
     memory_stats_.alias_size_in_bytes += static_cast<int64_t>(output_bytes_[alias.output]);
   }
+  ranks_ = program_.cores.size() > 1 && NeedsRanks(program_.hlo_module);
   memory_stats_.generated_code_size_in_bytes = static_cast<int64_t>(program_.neff.size());
   memory_stats_.peak_memory_in_bytes = memory_stats_.argument_size_in_bytes + memory_stats_.output_size_in_bytes -
                                        memory_stats_.alias_size_in_bytes;
@@ -115,16 +117,14 @@ StatusOr<std::shared_ptr<NeuronExecutable::CoreModel>> NeuronExecutable::LoadOn(
   return loaded;
 }
 
+// One model per core: ranks of one communicator when the replicas meet, else models of their own.
 Status NeuronExecutable::LoadAll() {
-  const size_t world = program_.cores.size();
-  std::vector<StatusOr<std::shared_ptr<CoreModel>>> loaded(world, Status::Ok());
-  if (world == 1) {
-    loaded[0] = LoadOn(program_.cores[0], 0, 1);
-  } else {
-    RunTogether(world, [&](size_t r) { loaded[r] = LoadOn(program_.cores[r], static_cast<int>(r), static_cast<int>(world)); });
-  }
+  const size_t cores = program_.cores.size();
+  const int world = ranks_ ? static_cast<int>(cores) : 1;
+  std::vector<StatusOr<std::shared_ptr<CoreModel>>> loaded(cores, Status::Ok());
+  RunTogether(cores, [&](size_t r) { loaded[r] = LoadOn(program_.cores[r], world > 1 ? static_cast<int>(r) : 0, world); });
   std::lock_guard<std::mutex> lock(mutex_);
-  for (size_t r = 0; r < world; ++r) {
+  for (size_t r = 0; r < cores; ++r) {
     if (!loaded[r].ok()) {
       models_.clear();
       return loaded[r].status();
@@ -134,7 +134,8 @@ Status NeuronExecutable::LoadAll() {
   return Status::Ok();
 }
 
-// A single-core program may run on any core (execute_device): it is loaded there on first use.
+// A program whose replicas do not meet may run on any one core (execute_device): it is loaded
+// there on first use.
 StatusOr<std::shared_ptr<NeuronExecutable::CoreModel>> NeuronExecutable::ModelOn(int core) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -142,7 +143,7 @@ StatusOr<std::shared_ptr<NeuronExecutable::CoreModel>> NeuronExecutable::ModelOn
     auto found = models_.find(core);
     if (found != models_.end()) return found->second;
   }
-  if (program_.cores.size() != 1) {
+  if (ranks_) {
     return InvalidArgument("'" + program_.name + "' runs on " + std::to_string(program_.cores.size()) +
                            " NeuronCores as one collective program; it cannot run on NeuronCore " +
                            std::to_string(core) + " alone");
@@ -276,6 +277,26 @@ StatusOr<std::string> NeuronExecutable::Fingerprint() {
   Sha256 hash;
   hash.Update(program_.neff);
   return Sha256::Hex(hash.Digest());
+}
+
+// An HloModuleProtoWithConfig: the module and the config XLA's readers insist on (the entry
+// layout, which is the module's host program shape, and the replica counts).
+StatusOr<ProgramText> NeuronExecutable::OptimizedProgram() {
+  constexpr uint32_t kModuleHostProgramShape = 4;  // HloModuleProto
+  constexpr uint32_t kWithConfigConfig = 2;        // HloModuleProtoWithConfig
+  constexpr uint32_t kConfigEntryLayout = 1, kConfigReplicas = 4, kConfigPartitions = 5;  // HloModuleConfigProto
+  std::string config;
+  hlo::WireReader reader(program_.hlo_module);
+  hlo::Field f;
+  while (!reader.done() && reader.Next(&f)) {
+    if (f.number == kModuleHostProgramShape) hlo::AppendBytesField(&config, kConfigEntryLayout, f.payload);
+  }
+  hlo::AppendVarintField(&config, kConfigReplicas, static_cast<uint64_t>(program_.num_replicas));
+  hlo::AppendVarintField(&config, kConfigPartitions, static_cast<uint64_t>(program_.num_partitions));
+  std::string with_config;
+  hlo::AppendBytesField(&with_config, hlo::hlo_fields::kWithConfigModule, program_.hlo_module);
+  hlo::AppendBytesField(&with_config, kWithConfigConfig, config);
+  return ProgramText{"hlo_with_config", std::move(with_config)};
 }
 
 StatusOr<std::string> NeuronExecutable::SerializedDeviceAssignment() {

@@ -32,7 +32,8 @@ class NeuronExecutable : public Executable {
   StatusOr<int64_t> SizeOfGeneratedCodeInBytes() override { return static_cast<int64_t>(program_.neff.size()); }
   StatusOr<CompiledMemoryStats> MemoryStats() override { return memory_stats_; }
   StatusOr<std::string> Serialize() override { return SerializeNeffProgram(program_); }
-  StatusOr<ProgramText> OptimizedProgram() override { return ProgramText{"hlo", program_.hlo_module}; }
+  // As XLA's engines report it (torch-xla accepts only hlo_with_config or mlir here).
+  StatusOr<ProgramText> OptimizedProgram() override;
   StatusOr<std::string> SerializedDeviceAssignment() override;
   StatusOr<ExecuteResult> Execute(const std::vector<std::vector<Buffer*>>& args, const ExecuteOptions& options,
                                   int only_core) override;
@@ -60,6 +61,7 @@ class NeuronExecutable : public Executable {
   std::vector<size_t> parameter_bytes_;
   std::vector<size_t> output_bytes_;
   std::vector<bool> donated_;  // per parameter: the program aliases it to an output
+  bool ranks_ = false;         // the replicas meet (collectives, replica ids): one communicator
   CompiledMemoryStats memory_stats_;
   std::mutex mutex_;  // guards what follows
   std::map<int, std::shared_ptr<CoreModel>> models_;  // by core

@@ -1,6 +1,8 @@
 // Compile options' placement, read and written (placement.h).
 #include "engine/neuron/placement.h"
 
+#include "hlo/collective_program.h"
+#include "hlo/hlo_fields.h"
 #include "hlo/wire_format.h"
 
 namespace pjrt_neuron::engine::neuron {
@@ -101,6 +103,32 @@ std::string DeviceAssignmentBytes(int num_replicas, int num_partitions, const st
     hlo::AppendBytesField(&out, kComputationDevices, devices);
   }
   return out;
+}
+
+bool NeedsRanks(const std::string& module) {
+  if (hlo::HasCollectives(module, "hlo")) return true;
+  namespace fields = hlo::hlo_fields;
+  WireReader reader(module);
+  Field f;
+  while (!reader.done()) {
+    if (!reader.Next(&f)) return true;
+    if (f.number != fields::kModuleComputations) continue;
+    WireReader computation(f.payload);
+    Field g;
+    while (!computation.done()) {
+      if (!computation.Next(&g)) return true;
+      if (g.number != fields::kComputationInstructions) continue;
+      WireReader instruction(g.payload);
+      Field h;
+      while (!instruction.done()) {
+        if (!instruction.Next(&h)) return true;
+        if (h.number == fields::kInstructionOpcode && (h.payload == "replica-id" || h.payload == "partition-id")) {
+          return true;
+        }
+      }
+    }
+  }
+  return false;
 }
 
 }  // namespace pjrt_neuron::engine::neuron

@@ -1,6 +1,6 @@
 // Where a program runs, read from its (normalised) xla.CompileOptionsProto: replica and
-// partition counts and the engine cores of its device assignment; and the assignment written
-// back as an xla.DeviceAssignmentProto.
+// partition counts and the engine cores of its device assignment; the assignment written back
+// as an xla.DeviceAssignmentProto; and whether its replicas are ranks that must meet.
 #pragma once
 
 #include <string>
@@ -20,5 +20,10 @@ struct Placement {
 StatusOr<Placement> ReadPlacement(const std::string& compile_options);
 
 std::string DeviceAssignmentBytes(int num_replicas, int num_partitions, const std::vector<int>& cores);
+
+// Whether the replicas of a program (a serialized HloModuleProto) must run as ranks of one
+// communicator: it has collectives or asks for its replica or partition id. Otherwise each
+// core gets a model of its own, and any one core may run it alone. True when unreadable.
+bool NeedsRanks(const std::string& module);
 
 }  // namespace pjrt_neuron::engine::neuron
