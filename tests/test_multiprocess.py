@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import os
 import socket
 import sys
@@ -106,12 +107,8 @@ def _ddp(results, name) -> tuple[dict, str]:
 
 
 def _rank_hashes(stdout: str) -> dict:
-    hashes = {}
-    for line in stdout.splitlines():
-        if " weights sha256 " in line and line.startswith("rank "):
-            rank, digest = line.split()[1], line.split()[-1]
-            hashes[int(rank)] = digest
-    return hashes
+    # The ranks share one stdout, so a rank's line may start in the middle of another's.
+    return {int(rank): digest for rank, digest in re.findall(r"rank (\d+) weights sha256 ([0-9a-f]{64})", stdout)}
 
 
 @uses("ddp_torchrun", "ddp_spawn")
