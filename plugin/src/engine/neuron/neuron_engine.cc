@@ -232,6 +232,11 @@ class NeuronEngine : public Engine {
 
 NeuronAvailability Probe() {
   NeuronAvailability result;
+  if (std::string taken = NrtLibrary::DefaultNameTakenByExplicitPath(); !taken.empty()) {
+    result.why_not = std::string(kDefaultNrtLibrary) + " in this process is " + taken +
+                     ", which a setting (PJRT_NEURON_NRT_LIBRARY) chose";
+    return result;
+  }
   auto library = NrtLibrary::Open(kDefaultNrtLibrary);
   if (!library.ok()) {
     result.why_not = library.status().message();

@@ -77,7 +77,6 @@ StatusOr<std::unique_ptr<NeuronExecutable>> NeuronExecutable::Create(std::shared
                                                                      NeffProgram program) {
   std::unique_ptr<NeuronExecutable> executable(new NeuronExecutable(std::move(runtime), std::move(program)));
   PN_RETURN_IF_ERROR(executable->Init());
-  if (executable->runtime_ != nullptr) PN_RETURN_IF_ERROR(executable->LoadAll());
   return executable;
 }
 
@@ -117,40 +116,44 @@ StatusOr<std::shared_ptr<NeuronExecutable::CoreModel>> NeuronExecutable::LoadOn(
   return loaded;
 }
 
-// One model per core: ranks of one communicator when the replicas meet, else models of their own.
-Status NeuronExecutable::LoadAll() {
-  const size_t cores = program_.cores.size();
-  const int world = ranks_ ? static_cast<int>(cores) : 1;
-  std::vector<StatusOr<std::shared_ptr<CoreModel>>> loaded(cores, Status::Ok());
-  RunTogether(cores, [&](size_t r) { loaded[r] = LoadOn(program_.cores[r], world > 1 ? static_cast<int>(r) : 0, world); });
+// The ranks of one communicator, one model per core, loaded together.
+Status NeuronExecutable::LoadRanks() {
+  const size_t world = program_.cores.size();
+  std::vector<StatusOr<std::shared_ptr<CoreModel>>> loaded(world, Status::Ok());
+  RunTogether(world, [&](size_t r) {
+    loaded[r] = LoadOn(program_.cores[r], static_cast<int>(r), static_cast<int>(world));
+  });
+  for (const auto& model : loaded) PN_RETURN_IF_ERROR(model.status());
   std::lock_guard<std::mutex> lock(mutex_);
-  for (size_t r = 0; r < cores; ++r) {
-    if (!loaded[r].ok()) {
-      models_.clear();
-      return loaded[r].status();
-    }
-    models_[program_.cores[r]] = std::move(loaded[r].value());
-  }
+  for (size_t r = 0; r < world; ++r) models_[program_.cores[r]] = std::move(loaded[r].value());
   return Status::Ok();
 }
 
-// A program whose replicas do not meet may run on any one core (execute_device): it is loaded
-// there on first use.
+// Models are loaded at the first run on a core, not at compile: a load that fails then (a core
+// out of HBM, say) leaves the compiled NEFF in the compile cache. A program whose replicas do
+// not meet may run on any one core (execute_device).
 StatusOr<std::shared_ptr<NeuronExecutable::CoreModel>> NeuronExecutable::ModelOn(int core) {
-  {
+  auto find = [&]() -> std::shared_ptr<CoreModel> {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (deleted_) return FailedPrecondition("the executable '" + program_.name + "' has been deleted");
     auto found = models_.find(core);
-    if (found != models_.end()) return found->second;
+    return found != models_.end() ? found->second : nullptr;
+  };
+  if (IsDeleted()) return FailedPrecondition("the executable '" + program_.name + "' has been deleted");
+  if (auto model = find()) return model;
+  std::lock_guard<std::mutex> loading(load_mutex_);  // one load per core, however many callers
+  if (auto model = find()) return model;
+  if (!ranks_) {
+    PN_ASSIGN_OR_RETURN(auto loaded, LoadOn(core, 0, 1));
+    std::lock_guard<std::mutex> lock(mutex_);
+    return models_.emplace(core, std::move(loaded)).first->second;
   }
-  if (ranks_) {
-    return InvalidArgument("'" + program_.name + "' runs on " + std::to_string(program_.cores.size()) +
-                           " NeuronCores as one collective program; it cannot run on NeuronCore " +
-                           std::to_string(core) + " alone");
+  if (std::find(program_.cores.begin(), program_.cores.end(), core) != program_.cores.end()) {
+    PN_RETURN_IF_ERROR(LoadRanks());
+    if (auto model = find()) return model;
   }
-  PN_ASSIGN_OR_RETURN(auto loaded, LoadOn(core, 0, 1));
-  std::lock_guard<std::mutex> lock(mutex_);
-  return models_.emplace(core, std::move(loaded)).first->second;
+  return InvalidArgument("'" + program_.name + "' runs on " + std::to_string(program_.cores.size()) +
+                         " NeuronCores as one collective program; it cannot run on NeuronCore " +
+                         std::to_string(core) + " alone");
 }
 
 Status NeuronExecutable::Prepare(const CoreModel& model, int core, const std::vector<Buffer*>& args,

@@ -1,6 +1,6 @@
-// A NEFF loaded for execution: one model per NeuronCore the program runs on (nrt_load, or
-// nrt_load_collectives for replicas on several cores), its tensors bound by name, and
-// executions that feed it our buffers and wrap its outputs.
+// A compiled NEFF and its executions: one model per NeuronCore it runs on (nrt_load, or
+// nrt_load_collectives for replicas that meet), its tensors bound by name, and executions that
+// feed it our buffers and wrap its outputs.
 #pragma once
 
 #include <map>
@@ -18,7 +18,7 @@ namespace pjrt_neuron::engine::neuron {
 
 class NeuronExecutable : public Executable {
  public:
-  // Loads the program onto its cores; with a null `runtime` (a compile-only engine) it only
+  // Models are loaded on first use; with a null `runtime` (a compile-only engine) it only
   // describes and serialises.
   static StatusOr<std::unique_ptr<NeuronExecutable>> Create(std::shared_ptr<Runtime> runtime, NeffProgram program);
 
@@ -49,7 +49,7 @@ class NeuronExecutable : public Executable {
 
   NeuronExecutable(std::shared_ptr<Runtime> runtime, NeffProgram program);
   Status Init();
-  Status LoadAll();
+  Status LoadRanks();
   StatusOr<std::shared_ptr<CoreModel>> LoadOn(int core, int rank, int world);
   StatusOr<std::shared_ptr<CoreModel>> ModelOn(int core);
   Status Prepare(const CoreModel& model, int core, const std::vector<Buffer*>& args, const ExecuteOptions& options,
@@ -63,7 +63,8 @@ class NeuronExecutable : public Executable {
   std::vector<bool> donated_;  // per parameter: the program aliases it to an output
   bool ranks_ = false;         // the replicas meet (collectives, replica ids): one communicator
   CompiledMemoryStats memory_stats_;
-  std::mutex mutex_;  // guards what follows
+  std::mutex load_mutex_;  // held while loading
+  std::mutex mutex_;       // guards what follows
   std::map<int, std::shared_ptr<CoreModel>> models_;  // by core
   bool deleted_ = false;
 };

@@ -2,8 +2,12 @@
 #include "engine/neuron/nrt_api.h"
 
 #include <dlfcn.h>
+#include <limits.h>
+#include <link.h>
+#include <stdlib.h>
 
 #include <mutex>
+#include <set>
 
 namespace pjrt_neuron::engine::neuron {
 
@@ -25,6 +29,21 @@ NrtLibrary::~NrtLibrary() {
 }
 
 namespace {
+
+std::mutex& ExplicitMutex() {
+  static std::mutex m;
+  return m;
+}
+
+std::set<std::string>& ExplicitPaths() {
+  static std::set<std::string> paths;
+  return paths;
+}
+
+std::string RealPath(const std::string& path) {
+  char resolved[PATH_MAX];
+  return realpath(path.c_str(), resolved) != nullptr ? std::string(resolved) : path;
+}
 
 template <typename Fn>
 bool Bind(void* handle, const char* name, Fn* slot) {
@@ -84,8 +103,23 @@ StatusOr<std::shared_ptr<NrtLibrary>> NrtLibrary::Open(const std::string& path) 
   Bind(handle, "nrt_get_total_vnc_count", &a.get_total_vnc_count);
   Bind(handle, "nrt_get_instance_info", &a.get_instance_info);
   Bind(handle, "nrt_get_status_as_str", &a.get_status_as_str);
+  if (path != kDefaultNrtLibrary) {
+    std::lock_guard<std::mutex> explicit_lock(ExplicitMutex());
+    ExplicitPaths().insert(RealPath(path));
+  }
   open = library;
   return library;
+}
+
+std::string NrtLibrary::DefaultNameTakenByExplicitPath() {
+  void* handle = dlopen(kDefaultNrtLibrary, RTLD_LAZY | RTLD_NOLOAD);
+  if (handle == nullptr) return "";
+  std::string file;
+  struct link_map* map = nullptr;
+  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name != nullptr) file = map->l_name;
+  dlclose(handle);
+  std::lock_guard<std::mutex> lock(ExplicitMutex());
+  return !file.empty() && ExplicitPaths().count(RealPath(file)) > 0 ? file : "";
 }
 
 }  // namespace pjrt_neuron::engine::neuron

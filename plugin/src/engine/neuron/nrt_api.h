@@ -101,6 +101,11 @@ class NrtLibrary {
   // FAILED_PRECONDITION naming the path and the missing symbol when it cannot be used.
   static StatusOr<std::shared_ptr<NrtLibrary>> Open(const std::string& path);
 
+  // The file behind the default name when that name already resolves, in this process, to a
+  // library opened by an explicit path (a test's stand-in keeps the soname libnrt.so.1);
+  // empty otherwise.
+  static std::string DefaultNameTakenByExplicitPath();
+
  private:
   NrtLibrary() = default;
   void* handle_ = nullptr;
