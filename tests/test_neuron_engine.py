@@ -267,6 +267,12 @@ def test_compiler_rejects_float64(neuron):
     assert error.code == P.ErrorCode.INVALID_ARGUMENT and "NCC_EUOC002" in error.message, error
 
 
+def test_stablehlo_that_does_not_convert_is_invalid_argument(neuron):
+    client = neuron()
+    error = pjrt_error(lambda: client.compile("func.func @main( this is not MLIR"))
+    assert error.code == P.ErrorCode.INVALID_ARGUMENT, error
+
+
 def test_sharded_programs_are_unimplemented(neuron):
     client = neuron()
     error = pjrt_error(lambda: client.compile(
@@ -289,6 +295,11 @@ def test_auto_never_picks_the_stand_in(neuron):
 def test_neuron_where_it_cannot_work_is_failed_precondition(neuron, setting, value, named):
     error = pjrt_error(lambda: neuron(**{setting: value}))
     assert error.code == P.ErrorCode.FAILED_PRECONDITION and named in error.message, error
+
+
+def test_multi_process_jobs_are_unimplemented(neuron):
+    error = pjrt_error(lambda: neuron(NEURON_PJRT_WORLD_SIZE=2, NEURON_PJRT_PROCESS_INDEX=0))
+    assert error.code == P.ErrorCode.UNIMPLEMENTED and "multi-process" in error.message, error
 
 
 def test_unknown_engine_choice_is_refused(neuron):

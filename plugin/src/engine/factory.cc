@@ -55,7 +55,9 @@ StatusOr<std::unique_ptr<Engine>> CreateEngine(const EngineRequest& request, std
   if (choice == EngineChoice::kNeuron) {
     auto engine = CreateNeuronEngine(request.options, request.compile_only);
     if (!engine.ok() && engine.status().code() == ErrorCode::kFailedPrecondition) {
-      return FailedPrecondition("PJRT_NEURON_ENGINE=neuron cannot work here: " + engine.status().message());
+      return FailedPrecondition(std::string(asked == EngineChoice::kAuto ? "the Neuron engine cannot start"
+                                                                         : "PJRT_NEURON_ENGINE=neuron cannot work here") +
+                                ": " + engine.status().message());
     }
     return engine;
   }
