@@ -1,8 +1,6 @@
 // The NRT_STATUS table (nrt_status.h).
 #include "engine/neuron/nrt_status.h"
 
-#include <iterator>
-
 namespace pjrt_neuron::engine::neuron {
 namespace {
 
