@@ -333,8 +333,10 @@ def test_client_destroy_releases_the_cores(neuron, tmp_path):
 
 
 def test_progress_then_ctrl_c_ends_the_compiler(standin, tmp_path):
+    # A lock directory of its own: this pytest process may hold the plugin's NeuronCores.
     env = dict(os.environ, **standin_env(standin, tmp_path, NEURON_STANDIN_CC_DELAY=120,
-                                         PJRT_NEURON_COMPILE_PROGRESS_SECONDS=0.5))
+                                         PJRT_NEURON_COMPILE_PROGRESS_SECONDS=0.5),
+               PJRT_NEURON_LOCK_DIR=str(tmp_path / "plugin-locks"))
     script = (f"import sys; sys.path.insert(0, {str(REPO / 'tests')!r}); import pjrt_capi as P, pjrt_neuron, programs\n"
               f"c = P.Client(P.Api(pjrt_neuron.library_path()))\n"
               f"c.compile('// ctrl-c {time.time()}\\n' + programs.DOUBLE)\n")

@@ -388,7 +388,13 @@ def test_version_and_status_strings(nrt):
     assert b"EXEC_BAD_INPUT" in nrt.nrt_get_status_as_str(N.EXEC_BAD_INPUT)
 
 
-def test_calls_before_init_are_uninitialized_and_after_close_closed(nrt, neffs):
+def test_calls_before_init_are_uninitialized_and_after_close_closed(host, standin, neffs, tmp_path):
+    # A copy of its own: other tests (and the plugin's tests in this process) leave the shared
+    # library's runtime closed, and dlopen of another file gives a runtime that was never started.
+    private = tmp_path / "libnrt.so.1"
+    private.write_bytes(Path(standin.libnrt).read_bytes())
+    nrt = N.Nrt(private)
+
     def calls():
         tensor_set = ctypes.c_void_p()
         return [nrt.allocate(64)[0], nrt.load(neffs["add"])[0], nrt.memory_stats(0)[0],
@@ -400,6 +406,7 @@ def test_calls_before_init_are_uninitialized_and_after_close_closed(nrt, neffs):
     nrt.nrt_close()
     assert calls() == [N.CLOSED] * 4
     assert nrt.init() == N.SUCCESS  # a closed runtime may be initialised again
+    nrt.nrt_close()
 
 
 @pytest.mark.parametrize("variable, value", [
