@@ -397,3 +397,118 @@ def test_execute_after_delete_is_refused(client):
     assert err.code in (INVALID, P.ErrorCode.FAILED_PRECONDITION), err
     assert "PJRT_LoadedExecutable_Execute" in err.message and "deleted" in err.message
     np.testing.assert_array_equal(x.to_numpy(), A)
+
+
+# --------------------------------------------------------------------------
+# Nothing in, nothing out (effects-only programs, dtype probes)
+# --------------------------------------------------------------------------
+
+NO_RESULTS = """
+func.func @main(%a: tensor<2x3xf32>) -> () {
+  return
+}"""
+
+NOTHING_AT_ALL = """
+func.func @main() -> () {
+  return
+}"""
+
+NO_ARGUMENTS = """
+func.func @main() -> tensor<2xi32> {
+  %0 = stablehlo.constant dense<[7, -3]> : tensor<2xi32>
+  return %0 : tensor<2xi32>
+}"""
+
+
+def _execute_with_lists(api, executable, argument_lists, num_args, output_lists, num_devices=1):
+    """PJRT_LoadedExecutable_Execute with the caller's own (possibly null) lists; returns the
+    completion events."""
+    events = (ctypes.c_void_p * max(num_devices, 1))()
+    api.call("PJRT_LoadedExecutable_Execute", executable=executable, options=None,
+             argument_lists=argument_lists, num_devices=num_devices, num_args=num_args,
+             output_lists=output_lists, device_complete_events=events)
+    done = [P.Event(api, e, executable.client) for e in events[:num_devices]]
+    for event in done:
+        event.await_()
+        event.destroy()
+
+
+# The stock CPU plugin dereferences these lists even when they hold nothing (it crashes on a
+# null one), so it is run with empty rows; the plugin takes null as well.
+@pytest.mark.parametrize("lists", ["null_output_lists", "null_output_row"])
+def test_program_without_results_runs_with_null_output_lists(plugin_api, client, cpu_client, lists):
+    executable = client.compile(NO_RESULTS)
+    assert executable.num_outputs == 0 == cpu_client.compile(NO_RESULTS).num_outputs
+    a = client.buffer_from_numpy(A)
+    args = (ctypes.c_void_p * 1)(a.ptr)
+    arg_lists = (ctypes.c_void_p * 1)(ctypes.addressof(args))
+    out_lists = None if lists == "null_output_lists" else (ctypes.c_void_p * 1)(None)
+    _execute_with_lists(plugin_api, executable, arg_lists, 1, out_lists)
+    # The argument is untouched and still usable.
+    np.testing.assert_array_equal(a.to_numpy(), A)
+    assert cpu_client.compile(NO_RESULTS).execute([cpu_client.buffer_from_numpy(A)]) == [[]]
+
+
+def test_program_with_no_arguments_and_no_results_runs_with_every_list_null(plugin_api, client, cpu_client):
+    executable = client.compile(NOTHING_AT_ALL)
+    _execute_with_lists(plugin_api, executable, None, 0, None)
+    # Through empty (non-null) rows too, as the stock plugin needs them.
+    assert executable.execute([]) == [[]] == cpu_client.compile(NOTHING_AT_ALL).execute([])
+
+
+def test_program_with_no_arguments_matches_stock_cpu_plugin(plugin_api, client, cpu_client):
+    executable = client.compile(NO_ARGUMENTS)
+    outs = (ctypes.c_void_p * 1)()
+    out_lists = (ctypes.c_void_p * 1)(ctypes.addressof(outs))
+    _execute_with_lists(plugin_api, executable, None, 0, out_lists)
+    got = P.Buffer(client, outs[0]).to_numpy()
+    _same_bits([got], _run(cpu_client, NO_ARGUMENTS, []))
+    np.testing.assert_array_equal(got, [7, -3])
+
+
+def test_two_replicas_without_results_run_on_both_cores(plugin_api, client):
+    executable = client.compile(NO_RESULTS, compile_options=P.compile_options_proto(num_replicas=2))
+    buffers = [client.buffer_from_numpy(A, device=d) for d in client.devices()]
+    rows = [(ctypes.c_void_p * 1)(b.ptr) for b in buffers]
+    arg_lists = (ctypes.c_void_p * 2)(*[ctypes.addressof(r) for r in rows])
+    _execute_with_lists(plugin_api, executable, arg_lists, 1, None, num_devices=2)
+    assert executable.execute([[b] for b in buffers]) == [[], []]
+
+
+def test_program_with_results_still_needs_output_lists(plugin_api, client):
+    executable = client.compile(DOUBLE)
+    a = client.buffer_from_numpy(A)
+    args = (ctypes.c_void_p * 1)(a.ptr)
+    arg_lists = (ctypes.c_void_p * 1)(ctypes.addressof(args))
+    with pjrt_error(INVALID, "PJRT_LoadedExecutable_Execute", "`output_lists` is null"):
+        _execute_with_lists(plugin_api, executable, arg_lists, 1, None)
+    with pjrt_error(INVALID, "PJRT_LoadedExecutable_Execute", "output list 0 is null"):
+        _execute_with_lists(plugin_api, executable, arg_lists, 1, (ctypes.c_void_p * 1)(None))
+
+
+def test_program_with_arguments_still_needs_argument_lists(plugin_api, client):
+    executable = client.compile(NO_RESULTS)
+    with pjrt_error(INVALID, "PJRT_LoadedExecutable_Execute", "`argument_lists` is null"):
+        _execute_with_lists(plugin_api, executable, None, 1, None)
+
+
+# --------------------------------------------------------------------------
+# Execute contexts
+# --------------------------------------------------------------------------
+
+def test_execute_context_is_created_passed_to_execute_and_destroyed(plugin_api, client):
+    ctx = plugin_api.call("PJRT_ExecuteContext_Create").context
+    assert ctx
+    opts = P.PJRT_ExecuteOptions()
+    opts.struct_size = ctypes.sizeof(opts)
+    opts.context = ctx
+    executable = client.compile(DOUBLE)
+    outputs, event = _raw_execute(plugin_api, executable, [client.buffer_from_numpy(A)], options=opts)
+    event.await_()
+    np.testing.assert_array_equal(outputs[0].to_numpy(), A * 2)
+    plugin_api.call("PJRT_ExecuteContext_Destroy", context=ctx)
+
+
+def test_execute_context_destroy_rejects_null(plugin_api):
+    with pjrt_error(INVALID, "PJRT_ExecuteContext_Destroy", "`context` is null"):
+        plugin_api.call("PJRT_ExecuteContext_Destroy", context=None)

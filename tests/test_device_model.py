@@ -79,6 +79,7 @@ def _expected_attributes(name, core, lnc=None):
         per_chip, hbm = 8, 12 * GIB
     chip = core // per_chip
     return {
+        "coords": (_coords(links, chip) + [0, 0])[:3],
         "chip_index": chip,
         "core_on_chip": core % per_chip,
         "chip_coords": _coords(links, chip),

@@ -513,6 +513,50 @@ def test_zero_element_round_trip(neuron):
     assert jax.device_get(x).shape == (3, 0, 2)
 
 
+# Programs with no results at all: JAX runs them (dtype probes, effects-only helpers) with
+# null or empty output lists.
+EMPTY_RESULTS = {"none": lambda x: None, "tuple": lambda x: (), "dict": lambda x: {},
+                 "nested": lambda x: ((), {"a": []})}
+
+
+@pytest.mark.parametrize("name", sorted(EMPTY_RESULTS))
+def test_program_without_results_runs_like_cpu(neuron, cpu, name):
+    f = jax.jit(EMPTY_RESULTS[name])
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    got = f(jax.device_put(x, neuron[1]))
+    assert got == f(jax.device_put(x, cpu))
+    assert jax.tree.leaves(got) == []
+
+
+def test_program_without_arguments_or_results_runs(neuron):
+    assert jax.jit(lambda: (), device=neuron[0])() == ()
+    got = jax.jit(lambda: jnp.arange(3) * 2, device=neuron[0])()
+    assert got.devices() == {neuron[0]}
+    np.testing.assert_array_equal(got, jax.jit(lambda: jnp.arange(3) * 2, device=jax.devices("cpu")[0])())
+
+
+def test_empty_results_under_vmap_grad_pmap_and_shard_map(neuron, cpu):
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    assert jax.vmap(jax.jit(lambda r: ()))(jax.device_put(x, neuron[0])) == ()
+    assert jax.pmap(lambda r: (), devices=neuron)(x) == ()
+    mesh = Mesh(np.array(neuron), ("i",))
+    f = jax.jit(jax.shard_map(lambda r: (), mesh=mesh, in_specs=PartitionSpec("i"), out_specs=()))
+    assert f(jax.device_put(x, NamedSharding(mesh, PartitionSpec("i")))) == ()
+
+    def loss(v):
+        jax.jit(lambda w: ())(v)  # an inner program with nothing to return
+        return jnp.sum(v * v)
+
+    got, want = run_both(jax.grad(loss), x)
+    assert_same(got, want)
+
+
+def test_devices_have_tpu_style_coords(neuron):
+    assert [d.coords for d in neuron] == [[0, 0, 0], [0, 0, 0]]
+
+
 def test_many_inputs_and_outputs_pytree_matches_cpu():
     rng = np.random.default_rng(10)
     inputs = {f"x{i:02d}": rng.standard_normal((i % 4 + 1, 3)).astype(np.float32) for i in range(16)}

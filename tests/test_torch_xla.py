@@ -159,7 +159,8 @@ def test_device_attributes(results):
     out = results["neuron_runtime"].json()
     for index, device in enumerate(["xla:0", "xla:1"]):
         assert out["attributes"][device] == {
-            "chip_index": 0, "core_on_chip": index, "chip_coords": [0], "instance_type": "trn1.2xlarge",
+            "coords": [0, 0, 0], "chip_index": 0, "core_on_chip": index, "chip_coords": [0],
+            "instance_type": "trn1.2xlarge",
             "hbm_bytes": 16 * GIB, "logical_nc_config": 1}
     names = [a["name"] for a in out["all_attributes"]]
     assert names == ["NEURON:0", "NEURON:1"]

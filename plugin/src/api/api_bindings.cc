@@ -39,6 +39,7 @@ const PJRT_Api* BuildApi() {
     BindExecutables(&table);
     BindLoadedExecutables(&table);
     BindTopology(&table);
+    BindExecuteContexts(&table);
     BindStubs(&table);
     return table;
   }();

@@ -101,14 +101,22 @@ PN_ENTRY(LoadedExecutable_Execute) {
     PN_ASSIGN_OR_RETURN(only_device, Unwrap<core::Device>(args->execute_device, "execute_device"));
     if (only_device->client() != loaded->client()) return InvalidArgument("`execute_device` belongs to another client");
   }
-  if (args->num_devices > 0 && args->argument_lists == nullptr) return InvalidArgument("`argument_lists` is null");
-  if (args->output_lists == nullptr) return InvalidArgument("`output_lists` is null");
+  // Lists with nothing to hold may be null: no arguments, no outputs, or no devices.
+  const bool has_outputs = !loaded->compiled().outputs().empty();
+  if (args->num_devices > 0 && args->num_args > 0 && args->argument_lists == nullptr) {
+    return InvalidArgument("`argument_lists` is null");
+  }
+  if (args->num_devices > 0 && has_outputs && args->output_lists == nullptr) {
+    return InvalidArgument("`output_lists` is null");
+  }
   std::vector<std::vector<core::Buffer*>> arguments(args->num_devices);
   for (size_t d = 0; d < args->num_devices; ++d) {
     if (args->num_args > 0 && args->argument_lists[d] == nullptr) {
       return InvalidArgument("argument list " + std::to_string(d) + " is null");
     }
-    if (args->output_lists[d] == nullptr) return InvalidArgument("output list " + std::to_string(d) + " is null");
+    if (has_outputs && args->output_lists[d] == nullptr) {
+      return InvalidArgument("output list " + std::to_string(d) + " is null");
+    }
     for (size_t i = 0; i < args->num_args; ++i) {
       arguments[d].push_back(reinterpret_cast<core::Buffer*>(args->argument_lists[d][i]));
     }

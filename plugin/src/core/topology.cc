@@ -27,7 +27,11 @@ Topology::Topology(const InstanceShape& shape) : shape_(shape) {
                       FormatBytes(shape.hbm_bytes_per_core) + " HBM, simulated)";
     std::vector<int64_t> coords;
     for (int c : shape.chip_coordinates(d->chip)) coords.push_back(c);
+    // `coords` as TPU-style clients read it: the chip's (x, y, z) position, z always 0.
+    std::vector<int64_t> xyz = coords;
+    xyz.resize(3, 0);
     d->attributes = {
+        {"coords", xyz},
         {"chip_index", int64_t{d->chip}},
         {"core_on_chip", int64_t{d->core_on_chip}},
         {"chip_coords", coords},

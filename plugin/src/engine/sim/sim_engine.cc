@@ -730,13 +730,18 @@ StatusOr<ExecuteResult> SimExecutable::Execute(const std::vector<std::vector<Buf
   std::vector<std::vector<PJRT_Buffer*>> inner_args(num_devices);
   std::vector<PJRT_Buffer* const*> arg_lists(num_devices);
   for (size_t d = 0; d < num_devices; ++d) {
+    inner_args[d].reserve(1);
     for (Buffer* b : args[d]) inner_args[d].push_back(static_cast<SimBuffer*>(b)->inner());
     arg_lists[d] = inner_args[d].data();
   }
   const size_t num_outputs = outputs_.size();
   std::vector<std::vector<PJRT_Buffer*>> inner_outputs(num_devices, std::vector<PJRT_Buffer*>(num_outputs, nullptr));
   std::vector<PJRT_Buffer**> output_lists(num_devices);
-  for (size_t d = 0; d < num_devices; ++d) output_lists[d] = inner_outputs[d].data();
+  // The engine wants a non-null list per device even when there is nothing to write.
+  for (size_t d = 0; d < num_devices; ++d) {
+    inner_outputs[d].reserve(1);
+    output_lists[d] = inner_outputs[d].data();
+  }
   std::vector<PJRT_Event*> events(num_devices, nullptr);
 
   PJRT_ExecuteOptions inner_options;
