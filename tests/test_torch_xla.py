@@ -79,6 +79,8 @@ def _jobs() -> dict:
                               _env(XLA_REGISTER_INSTALLED_PLUGINS="0", PJRT_DEVICE="NEURON",
                                    NEURON_LIBRARY_PATH=_cli("library-path"),
                                    PJRT_NEURON_ENGINE_LIBRARY=_cli("engine-path"))),
+        "resize_neuron": Job(_script("resize.py"), _env(PJRT_DEVICE="NEURON")),
+        "resize_cpu": Job(_script("resize.py"), _env(PJRT_DEVICE="CPU", CPU_NUM_DEVICES="1")),
         "plugin_selection": Job(_script("plugin_selection.py"), _env(XLA_REGISTER_INSTALLED_PLUGINS="0")),
         "jax_example_neuron": Job(jax_example, _env(JAX_PLATFORMS="neuron")),
         "jax_example_cpu": Job(jax_example, _env(JAX_PLATFORMS="cpu")),
@@ -108,6 +110,45 @@ def test_optimizer_steps_match_cpu(results, optimizer):
     assert neuron == pytest.approx(cpu, abs=1e-5, rel=0), (neuron, cpu)
     # The steps really trained (the data are learnable, so the loss must fall).
     assert neuron[-1] < neuron[0] - 0.1, neuron
+
+
+# ---------------------------------------------------------------- upsampling custom calls
+
+
+RESIZE_CASES = ["nearest_x2", "nearest_to_5x7", "bilinear_x2", "bilinear_x2_align", "bilinear_to_5x7",
+                "bilinear_to_5x7_align", "bilinear_down_to_2x3"]
+
+
+@uses("resize_neuron", "resize_cpu")
+def test_upsampling_goes_through_neuron_only_custom_calls(results):
+    # On NEURON torch-xla emits the Resize* custom calls the plugin must serve; CPU never does.
+    assert results["resize_neuron"].json()["hlo_targets"] == ["ResizeBilinear", "ResizeNearest",
+                                                             "ResizeNearestGrad"]
+    assert results["resize_cpu"].json()["hlo_targets"] == []
+
+
+@uses("resize_neuron", "resize_cpu")
+@pytest.mark.parametrize("case", RESIZE_CASES)
+@pytest.mark.parametrize("part", ["forward", "grad"])
+def test_interpolate_matches_cpu(results, case, part):
+    neuron = results["resize_neuron"].json()
+    cpu = results["resize_cpu"].json()
+    assert neuron["device_type"] == "NEURON" and cpu["device_type"] == "CPU"
+    got, want = neuron["cases"][case][part], cpu["cases"][case][part]
+    # Same shapes; values equal up to float rounding (weights are applied in another order).
+    np = pytest.importorskip("numpy")
+    got, want = np.array(got), np.array(want)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@uses("resize_neuron", "resize_cpu")
+def test_unet_training_steps_with_upsampling_match_cpu(results):
+    neuron = results["resize_neuron"].json()["unet_losses"]
+    cpu = results["resize_cpu"].json()["unet_losses"]
+    assert len(neuron) == len(cpu) == 3
+    assert neuron == pytest.approx(cpu, rel=1e-5, abs=1e-6)
+    assert neuron[-1] < neuron[0]
 
 
 # ---------------------------------------------------------------- transfers

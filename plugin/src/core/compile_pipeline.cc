@@ -11,6 +11,7 @@
 #include "core/compat_report.h"
 #include "hlo/collective_program.h"
 #include "hlo/compat_analysis.h"
+#include "hlo/resize_calls.h"
 
 namespace pjrt_neuron::core {
 namespace {
@@ -35,10 +36,26 @@ engine::Program WithCollectiveChannels(const engine::Program& program, const std
   return rewritten;
 }
 
+// torch-xla's NEURON-only Resize* custom calls become ordinary HLO (hlo/resize_calls.h).
+StatusOr<engine::Program> WithResizeLowered(const engine::Program& program, std::string* storage) {
+  const bool with_config = program.format == "hlo_with_config";
+  if (program.format != "hlo" && !with_config) return program;
+  bool changed = false;
+  PN_ASSIGN_OR_RETURN(std::string module, hlo::LowerResizeCustomCalls(std::string(program.code, program.code_size),
+                                                                     with_config, &changed));
+  if (!changed) return program;
+  *storage = std::move(module);
+  engine::Program rewritten = program;
+  rewritten.code = storage->data();
+  rewritten.code_size = storage->size();
+  return rewritten;
+}
+
 StatusOr<std::unique_ptr<engine::Executable>> TimedCompile(engine::Engine& engine, const engine::Program& program,
                                                            const std::string& normalized_options) {
-  std::string rewritten_code;
-  const engine::Program to_compile = WithCollectiveChannels(program, normalized_options, &rewritten_code);
+  std::string lowered_code, rewritten_code;
+  PN_ASSIGN_OR_RETURN(const engine::Program lowered, WithResizeLowered(program, &lowered_code));
+  const engine::Program to_compile = WithCollectiveChannels(lowered, normalized_options, &rewritten_code);
   auto start = std::chrono::steady_clock::now();
   auto compiled = engine.Compile(to_compile, normalized_options);
   std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
