@@ -23,6 +23,7 @@ _SIGNATURES = {
     "PjrtNeuron_Settings": (ctypes.c_long, _TEXT_OUT),
     "PjrtNeuron_CheckSettings": (ctypes.c_long, [ctypes.c_char_p, *_TEXT_OUT]),
     "PjrtNeuron_InstanceTypes": (ctypes.c_long, _TEXT_OUT),
+    "PjrtNeuron_CoreGenerations": (ctypes.c_long, _TEXT_OUT),
     "PjrtNeuron_DescribeInstance": (ctypes.c_long, [ctypes.c_char_p, ctypes.c_int, *_TEXT_OUT]),
     "PjrtNeuron_CompileCacheDirectory": (ctypes.c_long, _TEXT_OUT),
     "PjrtNeuron_CompileCacheFormat": (ctypes.c_long, _TEXT_OUT),
@@ -104,6 +105,13 @@ def check_settings(*names: str) -> None:
 def instance_types() -> tuple[dict, ...]:
     """The instance table: name, chips, physical_cores_per_chip, hbm_bytes_per_chip, core_generation, ..."""
     return tuple(json.loads(_text("PjrtNeuron_InstanceTypes")[1]))
+
+
+@functools.lru_cache(maxsize=None)
+def core_generations() -> tuple[dict, ...]:
+    """Per-generation figures for estimates: core_generation, matmul_tflops_bf16/fp8/fp32 (a chip),
+    vector/scalar_tflops_per_core, hbm/link_bytes_per_second (a chip), launch_seconds, sbuf_bytes_per_core."""
+    return tuple(json.loads(_text("PjrtNeuron_CoreGenerations")[1]))
 
 
 def describe_instance(instance_type: str, logical_nc_config: int) -> dict:

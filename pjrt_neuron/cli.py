@@ -76,6 +76,21 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--strict", action="store_true",
                        help="fail each incompatible compilation at once, as neuronx-cc would")
     check.add_argument("script", nargs=argparse.REMAINDER, help="-- python script.py [args]")
+    estimate = commands.add_parser(
+        "estimate", help="run a script on the simulator and estimate its step time and cost on Trainium")
+    estimate.add_argument("--instance", action="append", metavar="TYPE",
+                          help="instance type to estimate for; repeat for several side by side "
+                               "(default: the simulated one)")
+    estimate.add_argument("--unit", default="steps", help="what a step processes, e.g. samples or tokens")
+    estimate.add_argument("--per-step", type=float, default=1.0, help="units a step processes (default 1)")
+    estimate.add_argument("--price", action="append", default=[], metavar="TYPE=USD",
+                          help="hourly price of an instance type, overriding the table's")
+    estimate.add_argument("--baseline-price", type=float, help="hourly price of what you run today")
+    estimate.add_argument("--baseline-throughput", type=float, help="units a second of what you run today")
+    estimate.add_argument("--auto-cast", choices=("none", "matmult"), default="none",
+                          help="model neuronx-cc's --auto-cast: matmult runs FP32 matrix products at the BF16 rate")
+    estimate.add_argument("--json", action="store_true", help="print the estimate as JSON")
+    estimate.add_argument("script", nargs=argparse.REMAINDER, help="-- python script.py [args]")
     args = parser.parse_args(argv)
     try:
         if args.command == "library-path":
@@ -96,6 +111,12 @@ def main(argv: list[str] | None = None) -> int:
 
             script = args.script[1:] if args.script[:1] == ["--"] else args.script
             return check_command.main(script, args.json, "strict" if args.strict else "warn")
+        elif args.command == "estimate":
+            from pjrt_neuron import estimate as estimate_command
+
+            script = args.script[1:] if args.script[:1] == ["--"] else args.script
+            return estimate_command.main(script, args.instance, args.unit, args.per_step, args.price,
+                                         args.baseline_price, args.baseline_throughput, args.auto_cast, args.json)
     except config.ConfigurationError as error:
         print(f"pjrt-neuron: {error}", file=sys.stderr)
         return 2

@@ -1,4 +1,5 @@
-// PjrtNeuron_DescribeInstance and PjrtNeuron_InstanceTypes: the instance table and who holds
+// PjrtNeuron_DescribeInstance, PjrtNeuron_InstanceTypes and PjrtNeuron_CoreGenerations: the instance table, the
+// per-generation figures estimates use, and who holds
 // which core, as JSON, so the Python package reads the one table in the plugin instead of keeping its own.
 #include <string>
 
@@ -66,6 +67,29 @@ std::string InstanceTypesJson() {
         .Field("default_logical_nc_config", type.default_logical_nc_config)
         .Field("max_logical_nc_config", type.max_logical_nc_config)
         .Field("chip_links", LinksName(type.links))
+        .Field("torus_width", type.torus_width)
+        .Key("on_demand_usd_per_hour").Number(type.on_demand_usd_per_hour, 4)
+        .EndObject();
+  }
+  return out.EndArray().text();
+}
+
+std::string CoreGenerationsJson() {
+  json::Writer out;
+  out.BeginArray();
+  for (const core::CoreGenerationFigures& g : core::KnownCoreGenerations()) {
+    out.BeginObject()
+        .Field("core_generation", g.core_generation)
+        .Key("matmul_tflops_bf16").Number(g.matmul_tflops_bf16, 3)
+        .Key("matmul_tflops_fp8").Number(g.matmul_tflops_fp8, 3)
+        .Key("matmul_tflops_fp32").Number(g.matmul_tflops_fp32, 3)
+        .Key("vector_tflops_per_core").Number(g.vector_tflops_per_core, 3)
+        .Key("scalar_tflops_per_core").Number(g.scalar_tflops_per_core, 3)
+        .Key("hbm_bytes_per_second").Number(g.hbm_bytes_per_second, 0)
+        .Key("link_bytes_per_second").Number(g.link_bytes_per_second, 0)
+        .Key("launch_seconds").Number(g.launch_seconds, 9)
+        .Key("collective_step_seconds").Number(g.collective_step_seconds, 9)
+        .Field("sbuf_bytes_per_core", g.sbuf_bytes_per_core)
         .EndObject();
   }
   return out.EndArray().text();
@@ -84,6 +108,11 @@ extern "C" __attribute__((visibility("default"))) long PjrtNeuron_DescribeInstan
     return -1;
   }
   return pjrt_neuron::api::CopyToCaller(pjrt_neuron::api::Describe(shape.value()), out, out_size);
+}
+
+// Writes the per-generation figures estimates use as a JSON array; returns the length needed.
+extern "C" __attribute__((visibility("default"))) long PjrtNeuron_CoreGenerations(char* out, size_t out_size) {
+  return pjrt_neuron::api::CopyToCaller(pjrt_neuron::api::CoreGenerationsJson(), out, out_size);
 }
 
 // Writes the instance table as a JSON array, in its order; returns the length needed.

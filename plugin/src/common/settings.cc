@@ -92,6 +92,9 @@ std::vector<Setting> BuildTable() {
        R::kPlugin},
       {Id::kCompatReport, "PJRT_NEURON_COMPAT_REPORT", K::kPath, nullptr, "unset",
        "append every compatibility finding as a JSON line to this file", {}, R::kPlugin},
+      {Id::kEstimateReport, "PJRT_NEURON_ESTIMATE_REPORT", K::kPath, nullptr, "unset",
+       "append each compiled program's work counts and each execution as JSON lines to this file "
+       "(what `pjrt-neuron estimate` reads)", {}, R::kPlugin},
       {Id::kCompileCacheUrl, "NEURON_COMPILE_CACHE_URL", K::kCacheUrl, nullptr, "~/.cache/pjrt-neuron/compile-cache",
        "compile cache directory (a local path; other URLs, such as s3://, leave the default)", {}, R::kPlugin},
       {Id::kCompileCache, "PJRT_NEURON_COMPILE_CACHE", K::kFlag, "1", "1", "the compile cache on or off",

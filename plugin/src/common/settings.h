@@ -64,6 +64,7 @@ enum class Id {
   kCompat,
   kCompatStrictNumerics,
   kCompatReport,
+  kEstimateReport,
   kCompileCacheUrl,
   kCompileCache,
   kCompileCacheMaxSize,

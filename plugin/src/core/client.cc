@@ -7,6 +7,7 @@
 
 #include "common/version.h"
 #include "core/compile_pipeline.h"
+#include "core/estimate_report.h"
 #include "core/precompile.h"
 #include "core/sizes.h"
 #include "engine/factory.h"
@@ -313,8 +314,10 @@ StatusOr<std::unique_ptr<LoadedExecutable>> Client::Compile(const engine::Progra
   const CacheUse cache_use = collection.empty() && cache_settings.enabled ? CacheUse::kLoadOrCompile : CacheUse::kNone;
   PN_ASSIGN_OR_RETURN(CompileOutcome outcome, CompileNormalized(target, program, normalized, cache_use, cache_settings));
   PN_RETURN_IF_ERROR(CheckTrainiumCompatibility(program, *outcome.executable));
+  const std::string estimate_id = ReportProgramCost(program, *outcome.executable, *topology_);
   PN_ASSIGN_OR_RETURN(auto loaded, Load(std::move(outcome.executable)));
   loaded->set_record_only(!collection.empty());
+  loaded->set_estimate_id(estimate_id);
   return loaded;
 }
 

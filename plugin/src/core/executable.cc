@@ -2,6 +2,7 @@
 #include "core/executable.h"
 
 #include "core/client.h"
+#include "core/estimate_report.h"
 #include "core/sizes.h"
 #include "hlo/compile_options.h"
 
@@ -89,9 +90,15 @@ StatusOr<ExecuteResult> LoadedExecutable::Execute(const std::vector<std::vector<
                                                           FormatBytes(stats->temp_size_in_bytes) + " of temporaries)"));
     }
   }
+  const int64_t start_us = estimate_id_.empty() ? 0 : NowMicros();
   PN_ASSIGN_OR_RETURN(engine::ExecuteResult run,
                       engine_executable().Execute(engine_args, options,
                                                   only_device != nullptr ? only_device->core() : -1));
+  if (!estimate_id_.empty()) {
+    std::vector<int> device_ids;
+    for (Device* target : targets) device_ids.push_back(target->id());
+    ReportExecution(estimate_id_, device_ids, start_us, NowMicros());
+  }
   for (Device* target : targets) target->NotePeak(transient);
   if (!stats.ok() || stats->alias_size_in_bytes > 0) {
     for (const auto& list : args) {

@@ -85,6 +85,8 @@ class LoadedExecutable : public Tagged<0x4e4c4558> {
   bool IsDeleted() const { return deleted_; }
   // Graph collection mode: executions produce uninitialized outputs instead of running.
   void set_record_only(bool record_only) { record_only_ = record_only; }
+  // Executions are appended to the estimate report under this id (core/estimate_report.h).
+  void set_estimate_id(std::string id) { estimate_id_ = std::move(id); }
 
  private:
   StatusOr<ExecuteResult> RecordOnlyResult(const std::vector<std::vector<Buffer*>>& args, Device* only_device);
@@ -93,6 +95,7 @@ class LoadedExecutable : public Tagged<0x4e4c4558> {
   std::shared_ptr<CompiledProgram> program_;
   std::atomic<bool> deleted_{false};
   bool record_only_ = false;
+  std::string estimate_id_;
 };
 
 }  // namespace pjrt_neuron::core

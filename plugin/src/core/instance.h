@@ -1,4 +1,5 @@
-// Simulated Trainium instance types: the one table of chips, cores, HBM and links.
+// Simulated Trainium instance types: the one table of chips, cores, HBM, links and prices,
+// and the per-generation figures estimates use.
 #pragma once
 
 #include <cstdint>
@@ -23,18 +24,50 @@ struct InstanceType {
   int max_logical_nc_config;    // 1 on NeuronCore-v2; 2 on v3
   ChipLinks links;
   int torus_width;              // chips per row of the 2D torus
+  double on_demand_usd_per_hour;  // AWS's published on-demand price; 0 where none is published
 };
+
+// Per-chip figures of a NeuronCore generation, for estimates (NEURON_RUNTIME.md, AWS's
+// architecture pages). A core's share is the chip's divided by its physical cores.
+struct CoreGenerationFigures {
+  const char* core_generation;
+  double matmul_tflops_bf16;      // dense BF16/FP16/TF32 on the TensorEngines, a chip
+  double matmul_tflops_fp8;
+  double matmul_tflops_fp32;
+  double vector_tflops_per_core;  // VectorEngine, FP32, a physical core
+  double scalar_tflops_per_core;  // ScalarEngine (transcendentals), FP32, a physical core
+  double hbm_bytes_per_second;    // a chip
+  double link_bytes_per_second;   // NeuronLink, a chip to its neighbours (assumed: see README)
+  double launch_seconds;          // fixed cost of one execution (assumed: see README)
+  double collective_step_seconds; // latency of one step of a ring collective (assumed: see README)
+  int64_t sbuf_bytes_per_core;
+};
+
+inline const std::vector<CoreGenerationFigures>& KnownCoreGenerations() {
+  static const std::vector<CoreGenerationFigures> kGenerations = {
+      {"NeuronCore-v2", 190, 190, 47.5, 2.3, 2.9, 820e9, 384e9, 20e-6, 5e-6, 24 * (int64_t{1} << 20)},
+      {"NeuronCore-v3", 667, 1299, 181, 1.0, 1.2, 2.9e12, 1280e9, 20e-6, 5e-6, 28 * (int64_t{1} << 20)},
+  };
+  return kGenerations;
+}
+
+inline const CoreGenerationFigures* FindCoreGeneration(const std::string& name) {
+  for (const CoreGenerationFigures& g : KnownCoreGenerations()) {
+    if (name == g.core_generation) return &g;
+  }
+  return nullptr;
+}
 
 inline const std::vector<InstanceType>& KnownInstanceTypes() {
   static const std::vector<InstanceType> kTypes = {
-      {"trn1.2xlarge", 1, 2, 32 * kGiB, "NeuronCore-v2", 1, 1, ChipLinks::kNone, 0},
-      {"trn1.32xlarge", 16, 2, 32 * kGiB, "NeuronCore-v2", 1, 1, ChipLinks::kTorus2D, 4},
-      {"trn1n.32xlarge", 16, 2, 32 * kGiB, "NeuronCore-v2", 1, 1, ChipLinks::kTorus2D, 4},
-      {"trn2.48xlarge", 16, 8, 96 * kGiB, "NeuronCore-v3", 2, 2, ChipLinks::kTorus2D, 4},
-      {"inf2.xlarge", 1, 2, 32 * kGiB, "NeuronCore-v2", 1, 1, ChipLinks::kNone, 0},
-      {"inf2.8xlarge", 1, 2, 32 * kGiB, "NeuronCore-v2", 1, 1, ChipLinks::kNone, 0},
-      {"inf2.24xlarge", 6, 2, 32 * kGiB, "NeuronCore-v2", 1, 1, ChipLinks::kRing, 0},
-      {"inf2.48xlarge", 12, 2, 32 * kGiB, "NeuronCore-v2", 1, 1, ChipLinks::kRing, 0},
+      {"trn1.2xlarge", 1, 2, 32 * kGiB, "NeuronCore-v2", 1, 1, ChipLinks::kNone, 0, 1.34},
+      {"trn1.32xlarge", 16, 2, 32 * kGiB, "NeuronCore-v2", 1, 1, ChipLinks::kTorus2D, 4, 21.50},
+      {"trn1n.32xlarge", 16, 2, 32 * kGiB, "NeuronCore-v2", 1, 1, ChipLinks::kTorus2D, 4, 0},
+      {"trn2.48xlarge", 16, 8, 96 * kGiB, "NeuronCore-v3", 2, 2, ChipLinks::kTorus2D, 4, 0},
+      {"inf2.xlarge", 1, 2, 32 * kGiB, "NeuronCore-v2", 1, 1, ChipLinks::kNone, 0, 0.758},
+      {"inf2.8xlarge", 1, 2, 32 * kGiB, "NeuronCore-v2", 1, 1, ChipLinks::kNone, 0, 1.97},
+      {"inf2.24xlarge", 6, 2, 32 * kGiB, "NeuronCore-v2", 1, 1, ChipLinks::kRing, 0, 6.49},
+      {"inf2.48xlarge", 12, 2, 32 * kGiB, "NeuronCore-v2", 1, 1, ChipLinks::kRing, 0, 12.981},
   };
   return kTypes;
 }

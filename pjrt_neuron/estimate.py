@@ -1,0 +1,391 @@
+"""`pjrt-neuron estimate -- python train.py`: runs a script on simulated NeuronCores, records every
+program it compiles (its work counts, read from the HLO by the plugin) and every execution (which
+cores), and estimates the time a step would take on Trainium and what a million units would cost.
+
+The model, in one place (the README's "Size before you rent" says the same in prose):
+- per program and core, a roofline: the TensorEngine's time (FLOPs at the operand type's rate),
+  the Vector and Scalar engines' (element operations at their FP32 rates) overlap one another and
+  the HBM traffic (parameters read + results written, at the core's share of the chip's
+  bandwidth); collectives follow, unoverlapped, as rings (bytes over the link bandwidth plus a
+  latency a step); a fixed launch cost is added to every execution;
+- per step: each core's estimated busy time over the executions of the programs that run every
+  step, the busiest core setting the step's time.
+Figures come from the plugin's tables (instance types with prices, per-generation rates).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from pjrt_neuron import _native
+
+MODEL_NAME = "pjrt-neuron roofline model v1"
+
+
+class EstimateError(Exception):
+    """Bad arguments or nothing to estimate: the message says which and why."""
+
+
+# ---------------------------------------------------------------- records
+
+
+@dataclass
+class Program:
+    program_id: str
+    name: str
+    num_replicas: int
+    num_partitions: int
+    cost: dict
+    executions: int = 0
+    device_executions: int = 0  # executions x cores
+    devices: set = field(default_factory=set)
+
+
+def read_records(path: str) -> tuple[dict[str, Program], list[dict], dict]:
+    """Programs by id, executions in order, and the simulated instance the run used."""
+    programs: dict[str, Program] = {}
+    executions: list[dict] = []
+    simulated = {}
+    if not os.path.exists(path):
+        return programs, executions, simulated
+    with open(path) as f:
+        for line in f:
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            if record["record"] == "program":
+                programs[record["program_id"]] = Program(record["program_id"], record["program"],
+                                                         record["num_replicas"], record["num_partitions"],
+                                                         record["cost"])
+                simulated = {"instance_type": record["instance_type"],
+                             "logical_nc_config": record["logical_nc_config"]}
+            elif record["record"] == "execution":
+                executions.append(record)
+    for e in executions:
+        p = programs.get(e["program_id"])
+        if p is not None:
+            p.executions += 1
+            p.device_executions += len(e["devices"])
+            p.devices.update(e["devices"])
+    executions.sort(key=lambda e: e["start_us"])
+    return programs, executions, simulated
+
+
+def run_with_recording(command: list[str]) -> tuple[int, dict[str, Program], list[dict], dict]:
+    with tempfile.TemporaryDirectory(prefix="pjrt-neuron-estimate-") as tmp:
+        report = os.path.join(tmp, "estimate.jsonl")
+        env = dict(os.environ, PJRT_NEURON_ESTIMATE_REPORT=report)
+        try:
+            returncode = subprocess.call(command, env=env)
+        except OSError as error:
+            raise EstimateError(f"could not run {command[0]!r}: {error.strerror}") from None
+        return (returncode, *read_records(report))
+
+
+# ---------------------------------------------------------------- the model
+
+
+@dataclass
+class Target:
+    """An instance to estimate for, with the figures the model needs per logical core."""
+    name: str
+    price_per_hour: float | None
+    core_generation: str
+    logical_nc_config: int
+    total_cores: int
+    cores_per_chip: int
+    figures: dict
+
+    def share(self) -> float:
+        """A logical core's share of its chip."""
+        return self.logical_nc_config / self._physical_cores_per_chip
+
+    _physical_cores_per_chip: int = 2
+
+    def matmul_flops_per_second(self, type_class: str, auto_cast: str) -> float:
+        g = self.figures
+        if type_class in ("bf16", "fp16") or (type_class == "fp32" and auto_cast == "matmult"):
+            tflops = g["matmul_tflops_bf16"]
+        elif type_class == "fp8":
+            tflops = g["matmul_tflops_fp8"]
+        else:
+            tflops = g["matmul_tflops_fp32"]
+        return tflops * 1e12 * self.share()
+
+    def peak_flops_per_second(self) -> float:
+        return self.figures["matmul_tflops_bf16"] * 1e12 * self.share()
+
+
+def make_target(name: str, prices: dict[str, float], logical_nc_config: int | None = None) -> Target:
+    types = {t["name"]: t for t in _native.instance_types()}
+    if name not in types:
+        raise EstimateError(f"unknown instance type {name!r}; known: {', '.join(types)}")
+    t = types[name]
+    generations = {g["core_generation"]: g for g in _native.core_generations()}
+    if t["core_generation"] not in generations:
+        raise EstimateError(f"{name}: no figures for {t['core_generation']} in the plugin's table")
+    shape = _native.describe_instance(name, logical_nc_config or 0)
+    price = prices.get(name, t["on_demand_usd_per_hour"] or None)
+    target = Target(name, price, t["core_generation"], shape["logical_nc_config"], shape["total_cores"],
+                    shape["chips"][0]["cores"], generations[t["core_generation"]])
+    target._physical_cores_per_chip = t["physical_cores_per_chip"]
+    return target
+
+
+def _ring_bytes(kind: str, data_bytes: int, n: int) -> float:
+    """Bytes each participant sends in a ring implementation of the collective."""
+    if n <= 1:
+        return 0.0
+    if kind == "all-reduce":
+        return 2.0 * (n - 1) / n * data_bytes
+    if kind in ("all-gather", "reduce-scatter", "all-to-all"):
+        return (n - 1) / n * data_bytes
+    return float(data_bytes)  # collective-permute, collective-broadcast: one hop
+
+
+def _ring_steps(kind: str, n: int) -> int:
+    if n <= 1:
+        return 0
+    return 2 * (n - 1) if kind == "all-reduce" else (1 if kind in ("collective-permute",) else n - 1)
+
+
+@dataclass
+class ProgramEstimate:
+    seconds: float
+    bound: str
+    parts: dict
+    link_bytes: float
+    matmul_flops: float
+
+
+def estimate_program(p: Program, target: Target, auto_cast: str) -> ProgramEstimate:
+    cost = p.cost
+    g = target.figures
+    share = target.share()
+    matmul = sum(flops / target.matmul_flops_per_second(t, auto_cast) for t, flops in cost["matmul_flops"].items())
+    vector = cost["vector_ops"] / (g["vector_tflops_per_core"] * 1e12 * target.logical_nc_config)
+    scalar = cost["transcendental_ops"] / (g["scalar_tflops_per_core"] * 1e12 * target.logical_nc_config)
+    compute = max(matmul, vector, scalar)
+    memory = (cost["parameter_bytes"] + cost["output_bytes"]) / (g["hbm_bytes_per_second"] * share)
+    participants = max(p.num_replicas * p.num_partitions, 1)
+    collectives = 0.0
+    link_bytes = 0.0
+    for c in cost["collectives"]:
+        n = c["group_size"] or participants
+        sent = _ring_bytes(c["kind"], c["bytes"], n) * c["count"]
+        # Within a chip the cores exchange through its HBM; across chips over NeuronLink.
+        per_core = (g["hbm_bytes_per_second"] if n <= target.cores_per_chip else g["link_bytes_per_second"]) \
+            / target.cores_per_chip
+        collectives += sent / per_core + _ring_steps(c["kind"], n) * c["count"] * g["collective_step_seconds"]
+        link_bytes += sent
+    launch = g["launch_seconds"]
+    parts = {"compute": compute, "memory": memory, "collectives": collectives, "launch": launch}
+    seconds = max(compute, memory) + collectives + launch
+    bound = max(parts, key=parts.get)
+    return ProgramEstimate(seconds, bound, parts, link_bytes, sum(cost["matmul_flops"].values()))
+
+
+def step_programs(programs: dict[str, Program]) -> tuple[int, set[str]]:
+    """Steps (the executions of the most-run program that does matrix work) and the programs
+    that run at least once a step."""
+    ran = [p for p in programs.values() if p.executions > 0]
+    if not ran:
+        return 0, set()
+    working = [p for p in ran if sum(p.cost["matmul_flops"].values()) > 0] or ran
+    steps = max(p.executions for p in working)
+    return steps, {p.program_id for p in ran if p.executions >= steps}
+
+
+def estimate_for(target: Target, programs: dict[str, Program], executions: list[dict], auto_cast: str,
+                 per_step: float, unit: str, baseline: tuple[float, float] | None) -> dict:
+    used = sorted({d for e in executions for d in e["devices"]})
+    if used and used[-1] >= target.total_cores:
+        raise EstimateError(f"the run used NeuronCores up to {used[-1]}, but {target.name} has "
+                            f"{target.total_cores} (at logical NeuronCore config {target.logical_nc_config})")
+    per_program = {pid: estimate_program(p, target, auto_cast) for pid, p in programs.items()}
+    steps, in_step = step_programs(programs)
+    busy_run = defaultdict(float)
+    busy_step = defaultdict(float)
+    flops_step = 0.0
+    for e in executions:
+        est = per_program.get(e["program_id"])
+        if est is None:
+            continue
+        for d in e["devices"]:
+            busy_run[d] += est.seconds
+            if e["program_id"] in in_step:
+                busy_step[d] += est.seconds
+                flops_step += est.matmul_flops
+    run_seconds = max(busy_run.values(), default=0.0)
+    step_seconds = max(busy_step.values(), default=0.0) / steps if steps else 0.0
+    flops_step = flops_step / steps if steps else 0.0
+    peak = target.peak_flops_per_second() * max(len(busy_step), 1)
+    result = {
+        "instance_type": target.name,
+        "core_generation": target.core_generation,
+        "logical_nc_config": target.logical_nc_config,
+        "cores_used": len(used),
+        "steps": steps,
+        "step_seconds": step_seconds,
+        "run_seconds": run_seconds,
+        "model_flops_per_step": flops_step,
+        "mfu": flops_step / (step_seconds * peak) if step_seconds > 0 else 0.0,
+        "unit": unit,
+        "units_per_step": per_step,
+        "throughput_units_per_second": per_step / step_seconds if step_seconds > 0 else 0.0,
+        "price_per_hour": target.price_per_hour,
+        "cost_per_million_units": None,
+        "programs": [],
+    }
+    if target.price_per_hour is not None and step_seconds > 0:
+        result["cost_per_million_units"] = 1e6 / result["throughput_units_per_second"] * target.price_per_hour / 3600
+    if baseline is not None:
+        price, throughput = baseline
+        baseline_cost = 1e6 / throughput * price / 3600
+        result["baseline_cost_per_million_units"] = baseline_cost
+        result["baseline_throughput_units_per_second"] = throughput
+        if result["cost_per_million_units"]:
+            result["cost_ratio_vs_baseline"] = result["cost_per_million_units"] / baseline_cost
+        if result["throughput_units_per_second"]:
+            result["speedup_vs_baseline"] = result["throughput_units_per_second"] / throughput
+    for pid, p in sorted(programs.items(), key=lambda kv: -per_program[kv[0]].seconds * kv[1].executions):
+        est = per_program[pid]
+        result["programs"].append({
+            "program": p.name, "program_id": pid, "executions": p.executions, "cores": sorted(p.devices),
+            "in_step": pid in in_step, "matmul_flops": p.cost["matmul_flops"], "vector_ops": p.cost["vector_ops"],
+            "transcendental_ops": p.cost["transcendental_ops"],
+            "hbm_bytes": p.cost["parameter_bytes"] + p.cost["output_bytes"], "link_bytes": est.link_bytes,
+            "collectives": p.cost["collectives"], "seconds": est.seconds, "bound": est.bound,
+            "parts_seconds": est.parts,
+            "share_of_step": (est.seconds * p.executions / steps / step_seconds
+                              if pid in in_step and step_seconds > 0 else 0.0),
+            "unknown_trip_count": p.cost["unknown_trip_count"],
+        })
+    return result
+
+
+# ---------------------------------------------------------------- output
+
+
+def _seconds(s: float) -> str:
+    if s >= 1:
+        return f"{s:.3f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.3f} ms"
+    return f"{s * 1e6:.1f} us"
+
+
+def _count(n: float) -> str:
+    for scale, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if n >= scale:
+            return f"{n / scale:.2f}{suffix}"
+    return f"{n:.0f}"
+
+
+def format_text(results: list[dict], returncode: int) -> str:
+    lines = [f"pjrt-neuron estimate (an estimate, by the {MODEL_NAME}; not a measurement):"]
+    if returncode != 0:
+        lines.append(f"  the script exited with {returncode}; the estimate covers what ran before that")
+    first = results[0]
+    lines.append(f"  {first['steps']} step(s) found; {len(first['programs'])} program(s) on "
+                 f"{first['cores_used']} NeuronCore(s)")
+    lines.append("")
+    lines.append("per program (on " + first["instance_type"] + "):")
+    lines.append(f"  {'program':<32} {'runs':>5} {'matmul FLOPs':>12} {'vector':>8} {'HBM bytes':>10} "
+                 f"{'link bytes':>10} {'time':>10} {'bound':>11} {'of step':>7}")
+    for p in first["programs"]:
+        lines.append(f"  {p['program'][:32]:<32} {p['executions']:>5} {_count(sum(p['matmul_flops'].values())):>12} "
+                     f"{_count(p['vector_ops'] + p['transcendental_ops']):>8} {_count(p['hbm_bytes']):>10} "
+                     f"{_count(p['link_bytes']):>10} {_seconds(p['seconds']):>10} {p['bound']:>11} "
+                     f"{p['share_of_step'] * 100:>6.1f}%")
+    lines.append("")
+    headers = ["", *(r["instance_type"] for r in results)]
+    rows = [
+        ("step time", [_seconds(r["step_seconds"]) for r in results]),
+        ("run time (all executions)", [_seconds(r["run_seconds"]) for r in results]),
+        ("model FLOPs utilisation", [f"{r['mfu'] * 100:.2f}%" for r in results]),
+        (f"throughput ({first['unit']}/s)", [f"{r['throughput_units_per_second']:.4g}" for r in results]),
+        ("price per hour", [f"${r['price_per_hour']:.3f}" if r["price_per_hour"] else "unknown (--price)"
+                            for r in results]),
+        (f"cost per million {first['unit']}", [f"${r['cost_per_million_units']:.4g}"
+                                               if r["cost_per_million_units"] is not None else "-" for r in results]),
+    ]
+    if "baseline_cost_per_million_units" in first:
+        rows.append(("baseline cost per million", [f"${r['baseline_cost_per_million_units']:.4g}" for r in results]))
+        rows.append(("cost vs baseline", [f"{r['cost_ratio_vs_baseline']:.3g}x" if "cost_ratio_vs_baseline" in r
+                                          else "-" for r in results]))
+        rows.append(("speed vs baseline", [f"{r['speedup_vs_baseline']:.3g}x" if "speedup_vs_baseline" in r
+                                           else "-" for r in results]))
+    width = max(len(r[0]) for r in rows)
+    col = max(12, *(len(h) for h in headers[1:]), *(len(c) for r in rows for c in r[1]))
+    lines.append(f"  {'':<{width}}  " + "  ".join(f"{h:>{col}}" for h in headers[1:]))
+    for label, cells in rows:
+        lines.append(f"  {label:<{width}}  " + "  ".join(f"{c:>{col}}" for c in cells))
+    if any(p["unknown_trip_count"] for p in first["programs"]):
+        lines.append("  note: a loop without a known trip count was counted once")
+    return "\n".join(lines)
+
+
+def _parse_prices(items: list[str]) -> dict[str, float]:
+    prices = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise EstimateError(f"--price {item!r}: expected INSTANCE=DOLLARS_PER_HOUR, e.g. trn2.48xlarge=45.0")
+        try:
+            price = float(value)
+        except ValueError:
+            raise EstimateError(f"--price {item!r}: {value!r} is not a number") from None
+        if not price > 0:
+            raise EstimateError(f"--price {item!r}: the price must be positive")
+        prices[name] = price
+    return prices
+
+
+def _positive(name: str, value: float | None) -> None:
+    if value is not None and not value > 0:
+        raise EstimateError(f"{name} must be positive, got {value}")
+
+
+def main(command: list[str], instances: list[str] | None, unit: str, per_step: float, prices: list[str],
+         baseline_price: float | None, baseline_throughput: float | None, auto_cast: str, as_json: bool) -> int:
+    try:
+        if not command:
+            raise EstimateError("give the command to run after --, e.g. `pjrt-neuron estimate -- python train.py`")
+        _positive("--per-step", per_step)
+        _positive("--baseline-price", baseline_price)
+        _positive("--baseline-throughput", baseline_throughput)
+        if (baseline_price is None) != (baseline_throughput is None):
+            raise EstimateError("--baseline-price and --baseline-throughput go together")
+        price_table = _parse_prices(prices)
+        known = {t["name"] for t in _native.instance_types()}
+        for name in [*(instances or []), *price_table]:
+            if name not in known:
+                raise EstimateError(f"unknown instance type {name!r}; known: {', '.join(sorted(known))}")
+        returncode, programs, executions, simulated = run_with_recording(command)
+        if not executions:
+            print(f"pjrt-neuron estimate: the script ran no programs on the simulated NeuronCores (exit code "
+                  f"{returncode}); nothing to estimate", file=sys.stderr)
+            return returncode or 2
+        names = instances or [simulated["instance_type"]]
+        baseline = (baseline_price, baseline_throughput) if baseline_price is not None else None
+        results = []
+        for name in names:
+            lnc = simulated["logical_nc_config"] if name == simulated["instance_type"] else None
+            results.append(estimate_for(make_target(name, price_table, lnc), programs, executions, auto_cast,
+                                        per_step, unit, baseline))
+    except EstimateError as error:
+        print(f"pjrt-neuron estimate: {error}", file=sys.stderr)
+        return 2
+    if as_json:
+        print(json.dumps({"estimate": True, "model": MODEL_NAME, "script_exit_code": returncode,
+                          "simulated_instance": simulated, "auto_cast": auto_cast, "instances": results}, indent=2))
+    else:
+        print(format_text(results, returncode))
+    return returncode
