@@ -90,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     estimate.add_argument("--auto-cast", choices=("none", "matmult"), default="none",
                           help="model neuronx-cc's --auto-cast: matmult runs FP32 matrix products at the BF16 rate")
     estimate.add_argument("--json", action="store_true", help="print the estimate as JSON")
+    estimate.add_argument("--trace", metavar="FILE",
+                          help="write a Chrome / Perfetto trace of one step on the first instance")
     estimate.add_argument("script", nargs=argparse.REMAINDER, help="-- python script.py [args]")
     args = parser.parse_args(argv)
     try:
@@ -116,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
 
             script = args.script[1:] if args.script[:1] == ["--"] else args.script
             return estimate_command.main(script, args.instance, args.unit, args.per_step, args.price,
-                                         args.baseline_price, args.baseline_throughput, args.auto_cast, args.json)
+                                         args.baseline_price, args.baseline_throughput, args.auto_cast, args.json,
+                                         args.trace)
     except config.ConfigurationError as error:
         print(f"pjrt-neuron: {error}", file=sys.stderr)
         return 2

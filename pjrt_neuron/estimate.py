@@ -270,6 +270,73 @@ def estimate_for(target: Target, programs: dict[str, Program], executions: list[
     return result
 
 
+# ---------------------------------------------------------------- the trace
+
+
+def _last_step(programs: dict[str, Program], executions: list[dict]) -> list[dict]:
+    """The executions of the last step: from the one before the last run of the step's program."""
+    steps, in_step = step_programs(programs)
+    if not steps:
+        return []
+    working = [p for p in programs.values() if p.program_id in in_step and p.executions == steps]
+    marker = max(working, key=lambda p: sum(p.cost["matmul_flops"].values())).program_id
+    marks = [i for i, e in enumerate(executions) if e["program_id"] == marker]
+    start = marks[-2] + 1 if len(marks) > 1 else 0
+    return executions[start:marks[-1] + 1]
+
+
+def write_trace(path: str, target: Target, programs: dict[str, Program], executions: list[dict],
+                auto_cast: str) -> None:
+    """A Chrome / Perfetto trace of one step: a track per NeuronCore, a span per execution at its
+    estimated duration (named by what bounds it), collectives as flows across the cores they
+    join, and the host gaps the simulator measured between executions on a core."""
+    estimates = {pid: estimate_program(p, target, auto_cast) for pid, p in programs.items()}
+    colours = {"compute": "good", "memory": "bad", "collectives": "terrible", "launch": "grey"}
+    events = [{"name": "process_name", "ph": "M", "pid": 0, "args": {
+        "name": f"{target.name}: one step, estimated ({MODEL_NAME})"}}]
+    clock: dict[int, float] = {}      # each core's estimated time, microseconds
+    last_end: dict[int, int] = {}     # each core's last measured end on the simulator
+    flow_id = 0
+    for e in _last_step(programs, executions):
+        est = estimates.get(e["program_id"])
+        if est is None:
+            continue
+        p = programs[e["program_id"]]
+        starts = []
+        for d in e["devices"]:
+            if d not in clock:
+                clock[d] = 0.0
+                events.append({"name": "thread_name", "ph": "M", "pid": 0, "tid": d,
+                               "args": {"name": f"NeuronCore {d}"}})
+            if d in last_end and e["start_us"] > last_end[d]:
+                gap = e["start_us"] - last_end[d]
+                events.append({"name": "host gap (simulator)", "cat": "host", "ph": "X", "pid": 0, "tid": d,
+                               "ts": clock[d], "dur": gap, "cname": "generic_work",
+                               "args": {"measured_us": gap}})
+                clock[d] += gap
+            last_end[d] = e["end_us"]
+            starts.append(clock[d])
+        # An execution over several cores starts when the last of them is free.
+        ts = max(starts)
+        for d in e["devices"]:
+            clock[d] = ts + est.seconds * 1e6
+            events.append({"name": p.name, "cat": est.bound, "ph": "X", "pid": 0, "tid": d, "ts": ts,
+                           "dur": est.seconds * 1e6, "cname": colours[est.bound],
+                           "args": {"bound": est.bound, **{k + "_us": v * 1e6 for k, v in est.parts.items()},
+                                    "matmul_flops": est.matmul_flops}})
+        if p.cost["collectives"] and len(e["devices"]) > 1:
+            at = ts + (max(est.parts["compute"], est.parts["memory"]) + est.parts["collectives"] / 2) * 1e6
+            for c in p.cost["collectives"]:
+                flow_id += 1
+                for n, d in enumerate(e["devices"]):
+                    phase = "s" if n == 0 else ("f" if n == len(e["devices"]) - 1 else "t")
+                    events.append({"name": c["kind"], "cat": "collective", "ph": phase, "id": flow_id, "pid": 0,
+                                   "tid": d, "ts": at, "bp": "e", "args": {"bytes": c["bytes"]}})
+    with open(path, "w") as f:
+        json.dump({"traceEvents": events, "displayTimeUnit": "ms",
+                   "otherData": {"estimate": True, "model": MODEL_NAME, "instance_type": target.name}}, f)
+
+
 # ---------------------------------------------------------------- output
 
 
@@ -354,7 +421,8 @@ def _positive(name: str, value: float | None) -> None:
 
 
 def main(command: list[str], instances: list[str] | None, unit: str, per_step: float, prices: list[str],
-         baseline_price: float | None, baseline_throughput: float | None, auto_cast: str, as_json: bool) -> int:
+         baseline_price: float | None, baseline_throughput: float | None, auto_cast: str, as_json: bool,
+         trace: str | None = None) -> int:
     try:
         if not command:
             raise EstimateError("give the command to run after --, e.g. `pjrt-neuron estimate -- python train.py`")
@@ -364,6 +432,8 @@ def main(command: list[str], instances: list[str] | None, unit: str, per_step: f
         if (baseline_price is None) != (baseline_throughput is None):
             raise EstimateError("--baseline-price and --baseline-throughput go together")
         price_table = _parse_prices(prices)
+        if trace and not os.path.isdir(os.path.dirname(os.path.abspath(trace))):
+            raise EstimateError(f"--trace {trace}: its directory does not exist")
         known = {t["name"] for t in _native.instance_types()}
         for name in [*(instances or []), *price_table]:
             if name not in known:
@@ -378,8 +448,13 @@ def main(command: list[str], instances: list[str] | None, unit: str, per_step: f
         results = []
         for name in names:
             lnc = simulated["logical_nc_config"] if name == simulated["instance_type"] else None
-            results.append(estimate_for(make_target(name, price_table, lnc), programs, executions, auto_cast,
-                                        per_step, unit, baseline))
+            target = make_target(name, price_table, lnc)
+            results.append(estimate_for(target, programs, executions, auto_cast, per_step, unit, baseline))
+            if trace and name == names[0]:
+                try:
+                    write_trace(trace, target, programs, executions, auto_cast)
+                except OSError as error:
+                    raise EstimateError(f"--trace {trace}: {error.strerror}") from None
     except EstimateError as error:
         print(f"pjrt-neuron estimate: {error}", file=sys.stderr)
         return 2

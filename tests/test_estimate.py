@@ -41,10 +41,13 @@ def _env(platform: str) -> dict:
     return env
 
 
-def _estimate(*args, script: str, script_args=(), platform="jax") -> Job:
+def _estimate(*args, script: str, script_args=(), platform="jax", data=None) -> Job:
     argv = [sys.executable, "-m", "pjrt_neuron", "estimate", *args, "--", sys.executable, str(PROGRAMS / script),
             *script_args]
-    return Job(argv, _env(platform))
+    return Job(argv, _env(platform), data=data)
+
+
+TRACE = os.path.join(tempfile.mkdtemp(prefix="pjrt-neuron-estimate-trace-"), "step.json")
 
 
 ALL = ("--instance", "trn1.2xlarge", "--instance", "trn1.32xlarge", "--instance", "trn2.48xlarge")
@@ -55,6 +58,8 @@ def _jobs() -> dict:
         # Longest first, so the pool finishes sooner.
         "torch_mlp": _estimate("--json", *ALL, script="torch_mlp.py", script_args=["4"], platform="torch"),
         "jax_mlp": _estimate("--json", *ALL, script="jax_mlp.py", script_args=["4"]),
+        "data_parallel_2": _estimate("--json", "--trace", TRACE, script="jax_data_parallel.py", script_args=["2"]),
+        "data_parallel_1": _estimate("--json", script="jax_data_parallel.py", script_args=["1"]),
         "matmul_f32": _estimate("--json", *ALL, "--unit", "samples", "--per-step", "256", "--price",
                                 "trn2.48xlarge=40", "--baseline-price", "4.10", "--baseline-throughput", "1800",
                                 script="jax_matmul.py", script_args=["float32", "5"]),
@@ -165,6 +170,38 @@ def test_bfloat16_and_auto_cast_run_matmuls_at_four_times_the_float32_rate(runs)
     assert bf16["parts_seconds"]["memory"] == pytest.approx(f32["parts_seconds"]["memory"] / 2)
 
 
+@uses("data_parallel_1", "data_parallel_2")
+def test_adding_cores_to_a_data_parallel_job_shortens_the_step_and_all_reduces_the_gradients(runs):
+    one = report(runs["data_parallel_1"].ok())["instances"][0]
+    two = report(runs["data_parallel_2"].ok())["instances"][0]
+    assert one["cores_used"] == 1 and two["cores_used"] == 2
+    # The same work in total, half of it on each core.
+    assert two["model_flops_per_step"] == one["model_flops_per_step"]
+    assert two["step_seconds"] < one["step_seconds"]
+    (step,) = [p for p in two["programs"] if p["in_step"] and sum(p["matmul_flops"].values()) > 0]
+    assert step["cores"] == [0, 1]
+    gradient_bytes = 2 * 512 * 512 * 4
+    assert sum(c["bytes"] * c["count"] for c in step["collectives"] if c["kind"] == "all-reduce") == gradient_bytes
+    assert not [p for p in one["programs"] if p["collectives"]]
+
+
+@uses("data_parallel_2")
+def test_the_trace_has_a_track_per_core_and_draws_the_collectives_across_them(runs):
+    runs["data_parallel_2"].ok()
+    with open(TRACE) as f:
+        trace = json.load(f)
+    events = trace["traceEvents"]
+    assert trace["otherData"]["estimate"] is True
+    tracks = {e["tid"] for e in events if e.get("ph") == "M" and e["name"] == "thread_name"}
+    assert tracks == {0, 1}
+    spans = [e for e in events if e.get("ph") == "X" and e.get("cat") != "host"]
+    assert {e["tid"] for e in spans} == {0, 1}
+    assert all(e["dur"] > 0 and e["cat"] in ("compute", "memory", "collectives", "launch") for e in spans)
+    flows = [e for e in events if e.get("cat") == "collective"]
+    assert {e["ph"] for e in flows} == {"s", "f"} and {e["tid"] for e in flows} == {0, 1}
+    assert {e["name"] for e in flows} == {"all-reduce"}
+
+
 # ---------------------------------------------------------------- throughput and cost
 
 
@@ -235,6 +272,7 @@ def _cli(*args) -> tuple[int, str]:
     ((), "give the command to run after --"),
     (("--", "true"), "the script ran no programs"),
     (("--", "/nonexistent/python"), "could not run '/nonexistent/python'"),
+    (("--trace", "/nonexistent/dir/step.json", "--", "true"), "its directory does not exist"),
 ])
 def test_bad_arguments_are_clear_errors(args, message):
     code, stderr = _cli(*args)
