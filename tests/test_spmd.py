@@ -8,7 +8,9 @@ What is covered (the checks themselves are in spmd_scripts/jax_checks.py):
   NamedSharding (data- and model-parallel matmuls, output shardings), shard_map collectives
   (psum, all_gather, ppermute, all_to_all, psum_scatter) over the whole mesh and over one axis
   of a 2-d mesh (replica groups that are rows or columns of the mesh), pmap with psum, a sharded training
-  step with donated parameters, device_put with shardings, and the device order of compiled
+  step with donated parameters, device_put with shardings, unreduced axes of explicit
+  sharding (Shardy only: resolved directly, after sums, slices, concatenations and adds,
+  resharded to and from unreduced, returned as partial sums, under grad), and the device order of compiled
   executables (also after serialize/deserialize). Every result is compared with the same
   check run by JAX's CPU backend with as many forced host devices (a subprocess): values,
   where each shard lives, and the shardings must agree.

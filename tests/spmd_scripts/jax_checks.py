@@ -378,6 +378,51 @@ def check_compiled_executable(devices):
     return o
 
 
+def check_unreduced(devices):
+    """Unreduced axes (JAX's explicit sharding: partial sums carried across ops) on a
+    ("data", "model") mesh: a matmul contracted over "model" left unreduced, then resolved by a
+    reshard directly, after a sum, slice, concatenation or add, resharded to and from unreduced,
+    returned unreduced (each core's partial sum), and differentiated through."""
+    from jax.sharding import AxisType, reshard
+
+    if not jax.config.jax_use_shardy_partitioner:
+        # JAX itself lowers unreduced shardings only for Shardy (on every backend).
+        return Outcome(meta={"skipped": "unreduced axes need the Shardy partitioner"})
+    n = len(devices)
+    mesh = Mesh(np.array(devices).reshape(n // 2, 2), ("data", "model"), axis_types=(AxisType.Explicit,) * 2)
+    a, b = ints((n, 8)), ints((8, 6), 3)
+    a_s = jax.device_put(a, NamedSharding(mesh, P("data", "model")))
+    b_s = jax.device_put(b, NamedSharding(mesh, P("model", None)))
+    mm = lambda a, b: jnp.matmul(a, b, out_sharding=P("data", None, unreduced={"model"}))
+    cases = {
+        "resolved": (lambda a, b: reshard(mm(a, b), P()), a @ b),
+        "kept_data": (lambda a, b: reshard(mm(a, b), P("data")), a @ b),
+        "sum": (lambda a, b: reshard(jnp.sum(mm(a, b), axis=1), P()), (a @ b).sum(axis=1)),
+        "slice": (lambda a, b: reshard(mm(a, b)[:, 1:4], P()), (a @ b)[:, 1:4]),
+        "concat": (lambda a, b: reshard(jnp.concatenate([mm(a, b), mm(a, b)], axis=1), P()),
+                   np.concatenate([a @ b, a @ b], axis=1)),
+        "add": (lambda a, b: reshard(mm(a, b) + mm(a, b), P()), 2 * (a @ b)),
+        "to_and_from_unreduced": (lambda a, b: reshard(reshard(mm(a, b), P(None, None, unreduced={"model"})), P()),
+                                  a @ b),
+        "grad": (jax.grad(lambda a, b: jnp.sum(reshard(mm(a, b), P()) ** 2)), 2 * (a @ b) @ b.T),
+    }
+    o = Outcome()
+    with jax.sharding.use_mesh(mesh) if hasattr(jax.sharding, "use_mesh") else jax.set_mesh(mesh):
+        for name, (f, want) in cases.items():
+            got = jax.jit(f)(a_s, b_s)
+            o.values[name] = np.asarray(got)
+            o.expected[name] = want.astype(np.float32)
+            o.meta[f"{name}_spec"] = spec_of(got)
+        partial_sums = jax.jit(mm)(a_s, b_s)
+        o.meta["unreduced_spec"] = spec_of(partial_sums)
+        shards = sorted(partial_sums.addressable_shards, key=lambda s: s.device.id)
+        o.values["partial_sums"] = np.stack([np.asarray(s.data) for s in shards])
+        o.expected["partial_sums"] = o.values["partial_sums"]  # compared with the CPU backend only
+        o.meta["partial_sums_add_up"] = bool(np.array_equal(
+            o.values["partial_sums"].reshape(n // 2, 2, -1, 6).sum(axis=1).reshape(n, 6), a @ b))
+    return o
+
+
 CHECKS = {
     "dp_matmul": check_dp_matmul,
     "mp_matmul": check_mp_matmul,
@@ -387,6 +432,7 @@ CHECKS = {
     "train_step": check_train_step,
     "device_put": check_device_put,
     "compiled_executable": check_compiled_executable,
+    "unreduced": check_unreduced,
 }
 
 PARTITIONERS = {"gspmd": False, "shardy": True}
