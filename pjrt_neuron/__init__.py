@@ -14,4 +14,18 @@ try:
 except importlib.metadata.PackageNotFoundError:
     # A source checkout that was never installed has no metadata; `pip install .` gives it one.
     __version__ = "0+unknown"
-__all__ = ["__version__", "engine_library_path", "library_path", "prepare_environment"]
+
+
+def estimate(instances=None, unit="steps", per_step=1.0, prices=None, auto_cast="none", baseline=None):
+    """The Trainium estimate of what runs inside a `with` block (pjrt_neuron/estimator.py):
+
+        with pjrt_neuron.estimate(["trn1.2xlarge", "trn2.48xlarge"], unit="samples", per_step=256) as e:
+            train()
+        print(e)            # the table `pjrt-neuron estimate` prints; e.instances for the figures
+    """
+    from pjrt_neuron import estimator
+
+    return estimator.estimate_block(instances, unit, per_step, prices, auto_cast, baseline)
+
+
+__all__ = ["__version__", "engine_library_path", "estimate", "library_path", "prepare_environment"]

@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             script = args.script[1:] if args.script[:1] == ["--"] else args.script
             return check_command.main(script, args.json, "strict" if args.strict else "warn")
         elif args.command == "estimate":
-            from pjrt_neuron import estimate as estimate_command
+            from pjrt_neuron import estimator as estimate_command
 
             script = args.script[1:] if args.script[:1] == ["--"] else args.script
             return estimate_command.main(script, args.instance, args.unit, args.per_step, args.price,

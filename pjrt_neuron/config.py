@@ -96,6 +96,9 @@ def torch_plugin_choice() -> str:
     return _value("PJRT_NEURON_TORCH_PLUGIN")
 
 
+_estimate_at_exit_registered = False  # PJRT_NEURON_ESTIMATE=1: once per process
+
+
 def prepare_environment() -> None:
     """Validates the settings and tells the plugin library where its engine is.
 
@@ -104,3 +107,10 @@ def prepare_environment() -> None:
     """
     instance_type()
     os.environ.setdefault("PJRT_NEURON_ENGINE_LIBRARY", engine_library_path())
+    global _estimate_at_exit_registered
+    _native.check_settings("PJRT_NEURON_ESTIMATE")
+    if os.environ.get("PJRT_NEURON_ESTIMATE") == "1" and not _estimate_at_exit_registered:
+        from pjrt_neuron import estimator
+
+        _estimate_at_exit_registered = True
+        estimator.report_at_exit()

@@ -72,6 +72,9 @@ def _jobs() -> dict:
                                  "--baseline-throughput", "1800", script="jax_matmul.py",
                                  script_args=["float32", "2"]),
         "psum": _estimate("--json", script="jax_psum.py"),
+        "block": Job([sys.executable, str(PROGRAMS / "jax_block.py")], _env("jax")),
+        "at_exit": Job([sys.executable, str(PROGRAMS / "jax_matmul.py"), "float32", "2"],
+                       {**_env("jax"), "PJRT_NEURON_ESTIMATE": "1"}),
         "fails": _estimate("--json", script="fails.py"),
     }
 
@@ -242,6 +245,29 @@ def test_torch_xla_and_jax_versions_of_one_model_get_the_same_estimate(runs):
         assert j["model_flops_per_step"] == flops, j["programs"]
         assert t["model_flops_per_step"] == flops, t["programs"]
         assert t["step_seconds"] == pytest.approx(j["step_seconds"], rel=0.05)
+
+
+# ---------------------------------------------------------------- in the process
+
+
+@uses("block")
+def test_an_estimate_around_a_block_counts_what_ran_inside_it(runs):
+    result = runs["block"].ok()
+    (line,) = [l for l in result.stdout.splitlines() if l.startswith("RESULT ")]
+    trn1, trn2 = json.loads(line[len("RESULT "):])
+    (p,) = trn1["programs"]  # the add before the block is not there
+    assert p["executions"] == 3 and p["matmul_flops"] == {"fp32": 2 * M * K * N}
+    assert trn1["throughput_units_per_second"] == pytest.approx(256 / trn1["step_seconds"])
+    assert trn2["price_per_hour"] == 40
+    assert "an estimate" in result.stdout and "cost per million samples" in result.stdout
+
+
+@uses("at_exit")
+def test_pjrt_neuron_estimate_reports_once_at_exit(runs):
+    result = runs["at_exit"].ok()
+    reports = [l for l in result.stderr.splitlines() if l.startswith("pjrt-neuron estimate, process ")]
+    assert len(reports) == 1, result.describe()
+    assert "jit__lambda" in result.stderr and "step time" in result.stderr
 
 
 # ---------------------------------------------------------------- bad input

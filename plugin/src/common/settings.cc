@@ -95,6 +95,8 @@ std::vector<Setting> BuildTable() {
       {Id::kEstimateReport, "PJRT_NEURON_ESTIMATE_REPORT", K::kPath, nullptr, "unset",
        "append each compiled program's work counts and each execution as JSON lines to this file "
        "(what `pjrt-neuron estimate` reads)", {}, R::kPlugin},
+      {Id::kEstimate, "PJRT_NEURON_ESTIMATE", K::kFlag, "0", "0",
+       "print the Trainium estimate of everything the process ran, once at exit", off_by_default, R::kPython},
       {Id::kCompileCacheUrl, "NEURON_COMPILE_CACHE_URL", K::kCacheUrl, nullptr, "~/.cache/pjrt-neuron/compile-cache",
        "compile cache directory (a local path; other URLs, such as s3://, leave the default)", {}, R::kPlugin},
       {Id::kCompileCache, "PJRT_NEURON_COMPILE_CACHE", K::kFlag, "1", "1", "the compile cache on or off",

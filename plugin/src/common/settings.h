@@ -65,6 +65,7 @@ enum class Id {
   kCompatStrictNumerics,
   kCompatReport,
   kEstimateReport,
+  kEstimate,
   kCompileCacheUrl,
   kCompileCache,
   kCompileCacheMaxSize,

@@ -1,6 +1,7 @@
-"""`pjrt-neuron estimate -- python train.py`: runs a script on simulated NeuronCores, records every
-program it compiles (its work counts, read from the HLO by the plugin) and every execution (which
-cores), and estimates the time a step would take on Trainium and what a million units would cost.
+"""`pjrt-neuron estimate -- python train.py`, `pjrt_neuron.estimate()` and PJRT_NEURON_ESTIMATE=1:
+run a script (or a block, or a process) on simulated NeuronCores, record every program it
+compiles (its work counts, read from the HLO by the plugin) and every execution (which cores),
+and estimate the time a step would take on Trainium and what a million units would cost.
 
 The model, in one place (the README's "Size before you rent" says the same in prose):
 - per program and core, a roofline: the TensorEngine's time (FLOPs at the operand type's rate),
@@ -15,11 +16,14 @@ Figures come from the plugin's tables (instance types with prices, per-generatio
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -47,8 +51,10 @@ class Program:
     devices: set = field(default_factory=set)
 
 
-def read_records(path: str) -> tuple[dict[str, Program], list[dict], dict]:
-    """Programs by id, executions in order, and the simulated instance the run used."""
+def read_records(path: str, since_us: int = 0, until_us: int | None = None
+                 ) -> tuple[dict[str, Program], list[dict], dict]:
+    """Programs by id, executions in order (those that started within the window), and the
+    simulated instance the run used."""
     programs: dict[str, Program] = {}
     executions: list[dict] = []
     simulated = {}
@@ -66,7 +72,8 @@ def read_records(path: str) -> tuple[dict[str, Program], list[dict], dict]:
                 simulated = {"instance_type": record["instance_type"],
                              "logical_nc_config": record["logical_nc_config"]}
             elif record["record"] == "execution":
-                executions.append(record)
+                if record["start_us"] >= since_us and (until_us is None or record["start_us"] <= until_us):
+                    executions.append(record)
     for e in executions:
         p = programs.get(e["program_id"])
         if p is not None:
@@ -464,3 +471,88 @@ def main(command: list[str], instances: list[str] | None, unit: str, per_step: f
     else:
         print(format_text(results, returncode))
     return returncode
+
+
+# ---------------------------------------------------------------- in the process
+
+
+REPORT_VARIABLE = "PJRT_NEURON_ESTIMATE_REPORT"
+
+
+def _start_recording() -> str:
+    """The report file this process appends to, turning recording on if it was off."""
+    path = os.environ.get(REPORT_VARIABLE)
+    if not path:
+        fd, path = tempfile.mkstemp(prefix="pjrt-neuron-estimate-", suffix=".jsonl")
+        os.close(fd)
+        os.environ[REPORT_VARIABLE] = path
+    return path
+
+
+def _now_us() -> int:
+    return time.time_ns() // 1000
+
+
+class Estimate:
+    """What `pjrt_neuron.estimate()` hands out: filled in when its block ends."""
+
+    def __init__(self):
+        self.instances: list[dict] = []
+        self.text = ""
+
+    def __repr__(self) -> str:
+        return self.text or "<estimate: the block has not ended>"
+
+
+def estimate_block(instances=None, unit: str = "steps", per_step: float = 1.0, prices=None,
+                   auto_cast: str = "none", baseline=None):
+    """A context manager: `with pjrt_neuron.estimate(unit="samples", per_step=256) as e:` ...;
+    then `e.instances` (one dict per instance, as `--json` gives) and `print(e)`.
+
+    Programs compiled before the block that run inside it are counted only when recording was
+    on from their compilation (PJRT_NEURON_ESTIMATE=1 or PJRT_NEURON_ESTIMATE_REPORT)."""
+    price_table = {name: float(price) for name, price in (prices or {}).items()}
+    for name, price in price_table.items():
+        if not price > 0:
+            raise EstimateError(f"price of {name}: must be positive, got {price}")
+    _positive("per_step", per_step)
+
+    @contextlib.contextmanager
+    def block():
+        path = _start_recording()
+        result = Estimate()
+        since = _now_us()
+        yield result
+        programs, executions, simulated = read_records(path, since, _now_us())
+        if not executions:
+            result.text = "pjrt-neuron estimate: no programs ran on the simulated NeuronCores in the block"
+            return
+        names = instances or [simulated["instance_type"]]
+        for name in names:
+            lnc = simulated["logical_nc_config"] if name == simulated["instance_type"] else None
+            result.instances.append(estimate_for(make_target(name, price_table, lnc), programs, executions,
+                                                 auto_cast, per_step, unit, baseline))
+        result.text = format_text(result.instances, 0)
+
+    return block()
+
+
+def report_at_exit() -> None:
+    """PJRT_NEURON_ESTIMATE=1: records from now on and prints the estimate to stderr at exit."""
+    owned = not os.environ.get(REPORT_VARIABLE)
+    path = _start_recording()
+
+    def report():
+        try:
+            programs, executions, simulated = read_records(path)
+            if executions:
+                target = make_target(simulated["instance_type"], {}, simulated["logical_nc_config"])
+                text = format_text([estimate_for(target, programs, executions, "none", 1.0, "steps", None)], 0)
+                print(text.replace("pjrt-neuron estimate (", f"pjrt-neuron estimate, process {os.getpid()} (", 1),
+                      file=sys.stderr)
+        finally:
+            if owned:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+
+    atexit.register(report)
