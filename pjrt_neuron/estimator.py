@@ -9,8 +9,9 @@ The model, in one place (the README's "Size before you rent" says the same in pr
   the HBM traffic (parameters read + results written, at the core's share of the chip's
   bandwidth); collectives follow, unoverlapped, as rings (bytes over the link bandwidth plus a
   latency a step); a fixed launch cost is added to every execution;
-- per step: each core's estimated busy time over the executions of the programs that run every
-  step, the busiest core setting the step's time.
+- per step: each core's estimated busy time over whole steps (from the first to the last
+  execution of the most-run program that does matrix work), the busiest core setting the step's
+  time.
 Figures come from the plugin's tables (instance types with prices, per-generation rates).
 """
 
@@ -198,15 +199,19 @@ def estimate_program(p: Program, target: Target, auto_cast: str) -> ProgramEstim
     return ProgramEstimate(seconds, bound, parts, link_bytes, sum(cost["matmul_flops"].values()))
 
 
-def step_programs(programs: dict[str, Program]) -> tuple[int, set[str]]:
-    """Steps (the executions of the most-run program that does matrix work) and the programs
-    that run at least once a step."""
+def step_window(programs: dict[str, Program], executions: list[dict]) -> tuple[int, str | None, list[dict]]:
+    """What repeats: the step is one execution of the most-run program that does matrix work
+    (the marker). Returns the steps, the marker, and the executions of whole steps: those after
+    the marker's first execution up to its last (steps - 1 periods), or with one step, all up to it.
+    What ran before the first step is setup; after the last, teardown."""
     ran = [p for p in programs.values() if p.executions > 0]
     if not ran:
-        return 0, set()
+        return 0, None, []
     working = [p for p in ran if sum(p.cost["matmul_flops"].values()) > 0] or ran
-    steps = max(p.executions for p in working)
-    return steps, {p.program_id for p in ran if p.executions >= steps}
+    marker = max(working, key=lambda p: (p.executions, sum(p.cost["matmul_flops"].values()))).program_id
+    marks = [i for i, e in enumerate(executions) if e["program_id"] == marker]
+    window = executions[marks[0] + 1:marks[-1] + 1] if len(marks) > 1 else executions[:marks[0] + 1]
+    return len(marks), marker, window
 
 
 def estimate_for(target: Target, programs: dict[str, Program], executions: list[dict], auto_cast: str,
@@ -216,22 +221,27 @@ def estimate_for(target: Target, programs: dict[str, Program], executions: list[
         raise EstimateError(f"the run used NeuronCores up to {used[-1]}, but {target.name} has "
                             f"{target.total_cores} (at logical NeuronCore config {target.logical_nc_config})")
     per_program = {pid: estimate_program(p, target, auto_cast) for pid, p in programs.items()}
-    steps, in_step = step_programs(programs)
+    steps, _, window = step_window(programs, executions)
+    periods = max(steps - 1, 1)
     busy_run = defaultdict(float)
     busy_step = defaultdict(float)
+    program_step_seconds = defaultdict(float)
     flops_step = 0.0
     for e in executions:
         est = per_program.get(e["program_id"])
-        if est is None:
-            continue
-        for d in e["devices"]:
-            busy_run[d] += est.seconds
-            if e["program_id"] in in_step:
+        if est is not None:
+            for d in e["devices"]:
+                busy_run[d] += est.seconds
+    for e in window:
+        est = per_program.get(e["program_id"])
+        if est is not None:
+            program_step_seconds[e["program_id"]] += est.seconds / periods
+            for d in e["devices"]:
                 busy_step[d] += est.seconds
                 flops_step += est.matmul_flops
     run_seconds = max(busy_run.values(), default=0.0)
-    step_seconds = max(busy_step.values(), default=0.0) / steps if steps else 0.0
-    flops_step = flops_step / steps if steps else 0.0
+    step_seconds = max(busy_step.values(), default=0.0) / periods
+    flops_step = flops_step / periods
     peak = target.peak_flops_per_second() * max(len(busy_step), 1)
     result = {
         "instance_type": target.name,
@@ -265,13 +275,13 @@ def estimate_for(target: Target, programs: dict[str, Program], executions: list[
         est = per_program[pid]
         result["programs"].append({
             "program": p.name, "program_id": pid, "executions": p.executions, "cores": sorted(p.devices),
-            "in_step": pid in in_step, "matmul_flops": p.cost["matmul_flops"], "vector_ops": p.cost["vector_ops"],
+            "in_step": pid in program_step_seconds, "matmul_flops": p.cost["matmul_flops"],
+            "vector_ops": p.cost["vector_ops"],
             "transcendental_ops": p.cost["transcendental_ops"],
             "hbm_bytes": p.cost["parameter_bytes"] + p.cost["output_bytes"], "link_bytes": est.link_bytes,
             "collectives": p.cost["collectives"], "seconds": est.seconds, "bound": est.bound,
             "parts_seconds": est.parts,
-            "share_of_step": (est.seconds * p.executions / steps / step_seconds
-                              if pid in in_step and step_seconds > 0 else 0.0),
+            "share_of_step": program_step_seconds.get(pid, 0.0) / step_seconds if step_seconds > 0 else 0.0,
             "unknown_trip_count": p.cost["unknown_trip_count"],
         })
     return result
@@ -281,12 +291,10 @@ def estimate_for(target: Target, programs: dict[str, Program], executions: list[
 
 
 def _last_step(programs: dict[str, Program], executions: list[dict]) -> list[dict]:
-    """The executions of the last step: from the one before the last run of the step's program."""
-    steps, in_step = step_programs(programs)
+    """The executions of the last step: after the marker's last-but-one execution up to its last."""
+    steps, marker, _ = step_window(programs, executions)
     if not steps:
         return []
-    working = [p for p in programs.values() if p.program_id in in_step and p.executions == steps]
-    marker = max(working, key=lambda p: sum(p.cost["matmul_flops"].values())).program_id
     marks = [i for i, e in enumerate(executions) if e["program_id"] == marker]
     start = marks[-2] + 1 if len(marks) > 1 else 0
     return executions[start:marks[-1] + 1]
@@ -383,7 +391,7 @@ def format_text(results: list[dict], returncode: int) -> str:
     rows = [
         ("step time", [_seconds(r["step_seconds"]) for r in results]),
         ("run time (all executions)", [_seconds(r["run_seconds"]) for r in results]),
-        ("model FLOPs utilisation", [f"{r['mfu'] * 100:.2f}%" for r in results]),
+        ("model FLOPs utilisation (of BF16 peak)", [f"{r['mfu'] * 100:.2f}%" for r in results]),
         (f"throughput ({first['unit']}/s)", [f"{r['throughput_units_per_second']:.4g}" for r in results]),
         ("price per hour", [f"${r['price_per_hour']:.3f}" if r["price_per_hour"] else "unknown (--price)"
                             for r in results]),
