@@ -122,8 +122,19 @@ StatusOr<std::shared_ptr<CoreLease::CoreLock>> LockCore(const std::string& insta
   if (auto existing = held.lock()) return existing;  // another client of this process
   PN_RETURN_IF_ERROR(EnsureDirectory(LockDirectory(instance)));
   auto lock = std::make_shared<CoreLease::CoreLock>();
-  lock->fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  // The directory is every user's: a link planted there must not make us truncate the file it
+  // points at, so no symbolic links and no second name of another file.
+  lock->fd = open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
+  if (lock->fd < 0 && errno == ELOOP) {
+    return Status(ErrorCode::kPermissionDenied, path + " is a symbolic link; refusing to use it as a core lock (remove it)");
+  }
   if (lock->fd < 0) return Unavailable("cannot open " + path + ": " + std::strerror(errno));
+  struct stat info {};
+  if (fstat(lock->fd, &info) != 0 || !S_ISREG(info.st_mode) || info.st_nlink != 1) {
+    return Status(ErrorCode::kPermissionDenied,
+                  path + " is not a plain file of one name (a link to another file?); refusing to use it as a core "
+                         "lock (remove it)");
+  }
   fchmod(lock->fd, 0666);
   struct flock request = WholeFile(F_WRLCK);
   if (fcntl(lock->fd, F_OFD_SETLK, &request) != 0) {
@@ -178,7 +189,7 @@ std::vector<CoreHolder> CoreHolders(const std::string& instance, int total_cores
   std::vector<CoreHolder> holders;
   for (int core = 0; core < total_cores; ++core) {
     CoreHolder holder{core, 0};
-    int fd = open(LockPath(instance, core).c_str(), O_RDONLY | O_CLOEXEC);
+    int fd = open(LockPath(instance, core).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd >= 0) {
       struct flock probe = WholeFile(F_WRLCK);
       if (fcntl(fd, F_OFD_GETLK, &probe) == 0 && probe.l_type != F_UNLCK) holder.pid = HolderPid(fd);

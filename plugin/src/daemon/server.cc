@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -46,7 +47,9 @@ class Server {
       int ready = poll(&p, 1, 500);
       if (ready > 0) {
         int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-        if (fd >= 0) {
+        if (fd >= 0 && !FromOwner(fd)) {
+          close(fd);
+        } else if (fd >= 0) {
           std::lock_guard<std::mutex> lock(mutex_);
           ++connections_;
           std::thread([this, fd] { Serve(fd); }).detach();
@@ -96,10 +99,47 @@ class Server {
     }
   }
 
+  // An abstract socket has no file permissions: anyone in this network namespace can connect.
+  // Only the daemon's own user may see its buffers or run programs on its cores.
+  static bool FromOwner(int fd) {
+    Peer peer;
+    if (!PeerOf(fd, &peer)) {
+      std::fprintf(stderr, "pjrt-neuron instance daemon: refused a connection whose user the kernel cannot tell\n");
+      return false;
+    }
+    if (peer.uid == geteuid()) return true;
+    std::fprintf(stderr,
+                 "pjrt-neuron instance daemon: refused a connection from process %d of uid %u: this daemon serves "
+                 "uid %u only\n",
+                 peer.pid, peer.uid, static_cast<unsigned>(geteuid()));
+    return false;
+  }
+
   void Serve(int fd) {
+    try {
+      ServeConnection(fd);
+    } catch (const std::exception& e) {
+      // One connection's failure (say, memory for a huge request) must not end the others.
+      std::fprintf(stderr, "pjrt-neuron instance daemon: closed a connection: %s\n", e.what());
+    }
+    close(fd);
+    std::lock_guard<std::mutex> lock(mutex_);
+    --connections_;
+  }
+
+  void ServeConnection(int fd) {
     std::string request;
     std::shared_ptr<Session> session;
     bool primary = false;
+    // The primary connection's end ends its session, however the connection ended.
+    struct EndsSession {
+      Worlds& worlds;
+      const std::shared_ptr<Session>& session;
+      const bool& primary;
+      ~EndsSession() {
+        if (primary && session != nullptr) worlds.EndSession(session);
+      }
+    } ends_session{worlds_, session, primary};
     if (ReceiveFrame(fd, &request)) {
       bool serve = false;
       std::string reply = Open(request, &session, &serve, &primary);
@@ -114,10 +154,6 @@ class Server {
         if (!SendFrame(fd, out)) break;
       }
     }
-    close(fd);
-    if (primary && session != nullptr) worlds_.EndSession(session);
-    std::lock_guard<std::mutex> lock(mutex_);
-    --connections_;
   }
 
   std::unique_ptr<engine::Engine> engine_;

@@ -1,6 +1,8 @@
 // Picks and builds the engine (factory.h).
 #include "engine/factory.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 
 #include "common/version.h"
@@ -18,8 +20,9 @@ StatusOr<std::unique_ptr<Engine>> ConnectDaemon(const EngineRequest& request, st
   connect.num_cores = job.instance_cores;
   connect.engine_library_path = request.options.library_path;
   // A daemon of another plugin version may speak another protocol: it gets its own address.
+  // Each user has a daemon of their own (it serves its owner only).
   connect.instance_key = job.lock_directory + "|" + std::to_string(job.logical_nc_config) + "|" +
-                         request.options.library_path + "|" + PluginVersion();
+                         request.options.library_path + "|" + PluginVersion() + "|uid " + std::to_string(geteuid());
   connect.process_index = job.process_index;
   connect.world_size = job.world_size;
   connect.cores = job.cores;

@@ -10,8 +10,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -161,6 +163,8 @@ class Channel {
     int fd = ConnectTo(address_);
     if (fd < 0) return nullptr;
     auto c = std::make_unique<Connection>(fd);
+    Peer peer;
+    if (!PeerOf(fd, &peer) || peer.uid != geteuid()) return nullptr;
     AttachRequest attach;
     attach.session = session_;
     std::string reply;
@@ -544,8 +548,50 @@ std::string DaemonExecutable(const std::string& library) {
   return library.substr(0, library.rfind('/') + 1) + "pjrt-neuron-instanced";
 }
 
+// The daemon's lock and log live in a directory of this user's own: the lock directory is
+// shared by every user (as the cores are), and a file or link that another user planted there
+// must not receive this user's log or decide who starts the daemon. The directory's descriptor;
+// its path in `path`.
+StatusOr<int> OpenPrivateDirectory(const std::string& lock_directory, std::string* path) {
+  const unsigned uid = geteuid();
+  *path = lock_directory + "/daemon-uid" + std::to_string(uid);
+  if (mkdir(path->c_str(), 0700) != 0 && errno != EEXIST) {
+    return Unavailable("cannot create the instance daemon's directory " + *path + ": " + std::strerror(errno));
+  }
+  int fd = open(path->c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    return Status(ErrorCode::kPermissionDenied, "the instance daemon's directory " + *path +
+                                                    " is not a directory of this user (" + std::strerror(errno) +
+                                                    "); remove it");
+  }
+  struct stat info {};
+  std::string problem;
+  if (fstat(fd, &info) != 0) {
+    problem = std::strerror(errno);
+  } else if (info.st_uid != uid) {
+    problem = "it belongs to uid " + std::to_string(info.st_uid) + ", not to this user (uid " + std::to_string(uid) + ")";
+  } else if ((info.st_mode & 077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(info.st_mode & 07777));
+    problem = std::string("other users may enter it (mode ") + mode + ", not 0700)";
+  }
+  if (!problem.empty()) {
+    close(fd);
+    return Status(ErrorCode::kPermissionDenied, "refusing the instance daemon's directory " + *path + ": " + problem +
+                                                    "; remove it");
+  }
+  return fd;
+}
+
+// A file of the private directory, never through a link.
+StatusOr<int> OpenPrivateFile(int directory_fd, const std::string& directory, const char* name, int flags) {
+  int fd = openat(directory_fd, name, flags | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return Unavailable("cannot open " + directory + "/" + name + ": " + std::strerror(errno));
+  return fd;
+}
+
 // Starts the daemon in its own session, so it outlives the process that started it.
-Status SpawnDaemon(const ConnectOptions& options, const std::string& address, const std::string& log_path) {
+Status SpawnDaemon(const ConnectOptions& options, const std::string& address, int log_fd) {
   const std::string library = OwnLibraryPath();
   const std::string executable = DaemonExecutable(library);
   if (access(executable.c_str(), X_OK) != 0) {
@@ -560,8 +606,8 @@ Status SpawnDaemon(const ConnectOptions& options, const std::string& address, co
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  posix_spawn_file_actions_adddup2(&actions, log_fd, 1);
+  posix_spawn_file_actions_adddup2(&actions, log_fd, 2);
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);
   posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSID);
@@ -575,29 +621,52 @@ Status SpawnDaemon(const ConnectOptions& options, const std::string& address, co
   return Status::Ok();
 }
 
-// Connects, starting the daemon under a lock so that one process starts it.
-StatusOr<int> ConnectOrSpawn(const ConnectOptions& options, const std::string& address, const std::string& log_path) {
+// A connection to this user's daemon; -1 when nobody listens. Another user's process at the
+// address (it is a name anyone may take) is refused rather than sent this user's data.
+StatusOr<int> ConnectToOwnDaemon(const std::string& address) {
   int fd = ConnectTo(address);
+  if (fd < 0) return -1;
+  Peer peer;
+  if (PeerOf(fd, &peer) && peer.uid == geteuid()) return fd;
+  close(fd);
+  return Status(ErrorCode::kPermissionDenied,
+                "the instance daemon's address " + address + " is held by process " + std::to_string(peer.pid) +
+                    " of uid " + std::to_string(peer.uid) + ", not by a daemon of this user (uid " +
+                    std::to_string(geteuid()) + "); refusing to send it this process's work");
+}
+
+// Connects, starting the daemon under a lock so that one process starts it.
+StatusOr<int> ConnectOrSpawn(const ConnectOptions& options, const std::string& address, std::string* log_path) {
+  PN_ASSIGN_OR_RETURN(int fd, ConnectToOwnDaemon(address));
   if (fd >= 0) return fd;
-  const std::string lock_path = options.lock_directory + "/daemon.lock";
-  int lock_fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-  if (lock_fd < 0) return Internal("cannot open " + lock_path + ": " + std::strerror(errno));
-  flock(lock_fd, LOCK_EX);
-  fd = ConnectTo(address);
-  Status spawned = Status::Ok();
-  if (fd < 0) {
-    spawned = SpawnDaemon(options, address, log_path);
+  std::string directory;
+  PN_ASSIGN_OR_RETURN(int directory_fd, OpenPrivateDirectory(options.lock_directory, &directory));
+  *log_path = directory + "/daemon.log";
+  StatusOr<int> lock_fd = OpenPrivateFile(directory_fd, directory, "daemon.lock", O_RDWR);
+  if (!lock_fd.ok()) {
+    close(directory_fd);
+    return lock_fd.status();
+  }
+  flock(*lock_fd, LOCK_EX);
+  StatusOr<int> connected = ConnectToOwnDaemon(address);
+  Status spawned = connected.status();
+  if (connected.ok() && *connected < 0) {
+    StatusOr<int> log_fd = OpenPrivateFile(directory_fd, directory, "daemon.log", O_WRONLY | O_APPEND);
+    spawned = log_fd.ok() ? SpawnDaemon(options, address, *log_fd) : log_fd.status();
+    if (log_fd.ok()) close(*log_fd);
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-    while (spawned.ok() && fd < 0 && std::chrono::steady_clock::now() < deadline) {
+    while (spawned.ok() && *connected < 0 && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      fd = ConnectTo(address);
+      connected = ConnectToOwnDaemon(address);
+      if (!connected.ok()) spawned = connected.status();
     }
   }
-  flock(lock_fd, LOCK_UN);
-  close(lock_fd);
+  flock(*lock_fd, LOCK_UN);
+  close(*lock_fd);
+  close(directory_fd);
   PN_RETURN_IF_ERROR(spawned);
-  if (fd < 0) return Unavailable("the instance daemon did not start within 120 s; see " + log_path);
-  return fd;
+  if (*connected < 0) return Unavailable("the instance daemon did not start within 120 s; see " + *log_path);
+  return *connected;
 }
 
 }  // namespace
@@ -605,10 +674,10 @@ StatusOr<int> ConnectOrSpawn(const ConnectOptions& options, const std::string& a
 StatusOr<std::unique_ptr<Engine>> ConnectInstanceEngine(const ConnectOptions& options,
                                                         std::vector<JobMember>* world) {
   const std::string address = DaemonAddress(options.instance_key);
-  const std::string log_path = options.lock_directory + "/daemon.log";
+  std::string log_path = options.lock_directory + "/daemon-uid" + std::to_string(geteuid()) + "/daemon.log";
   // A daemon that is shutting down refuses the hello; the next attempt starts a fresh one.
   for (int attempt = 0; attempt < 5; ++attempt) {
-    PN_ASSIGN_OR_RETURN(int fd, ConnectOrSpawn(options, address, log_path));
+    PN_ASSIGN_OR_RETURN(int fd, ConnectOrSpawn(options, address, &log_path));
     HelloRequest hello;
     hello.pid = getpid();
     hello.process_index = options.process_index;

@@ -8,6 +8,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
 
 #include "common/sha256.h"
@@ -101,9 +102,28 @@ bool ReceiveFrame(int fd, std::string* payload, int* received_fd) {
     received = static_cast<size_t>(n);
   }
   if (!ReadAll(fd, reinterpret_cast<char*>(&size) + received, sizeof(size) - received)) return false;
-  if (size > (uint64_t{1} << 40)) return false;
-  payload->resize(size);
-  return ReadAll(fd, payload->data(), size);
+  if (size > kMaxFrameBytes) return false;
+  // Grown as the bytes arrive: a length that the peer never follows with data costs nothing.
+  constexpr size_t kStep = size_t{64} << 20;
+  payload->clear();
+  while (payload->size() < size) {
+    size_t have = payload->size();
+    size_t next = std::min<size_t>(size - have, kStep);
+    payload->resize(have + next);
+    if (!ReadAll(fd, payload->data() + have, next)) return false;
+  }
+  return true;
+}
+
+bool PeerOf(int fd, Peer* peer) {
+  ucred credentials{};
+  socklen_t length = sizeof(credentials);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0 || length != sizeof(credentials)) {
+    return false;
+  }
+  peer->pid = credentials.pid;
+  peer->uid = credentials.uid;
+  return true;
 }
 
 bool SharedWindow::Create(size_t size) {

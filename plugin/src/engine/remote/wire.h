@@ -118,10 +118,23 @@ class Reader {
   bool ok_ = true;
 };
 
-// One frame: an 8-byte length, then the payload. False when the peer has gone. A frame may carry
-// one file descriptor (a connection's new SharedWindow); `received_fd` gets it, or -1.
+// One frame: an 8-byte length, then the payload. False when the peer has gone, or sent a length
+// above kMaxFrameBytes. A frame may carry one file descriptor (a connection's new SharedWindow);
+// `received_fd` gets it, or -1.
 bool SendFrame(int fd, const std::string& payload, int pass_fd = -1);
 bool ReceiveFrame(int fd, std::string* payload, int* received_fd = nullptr);
+
+// No message comes near this (large arrays travel through the SharedWindow); a length above it
+// is a peer that is not this plugin.
+constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 36;
+
+// The process at the other end of a connected Unix socket, as the kernel recorded it when the
+// connection was made (not as the peer claims).
+struct Peer {
+  int pid = 0;
+  unsigned uid = 0;
+};
+bool PeerOf(int fd, Peer* peer);  // false when the kernel cannot tell
 
 // Transfers from this size up travel through shared memory instead of the socket: the socket
 // would copy them twice more, and a 16 MiB round trip cost 5 times the in-process one.
