@@ -46,8 +46,12 @@ template <typename Core, typename Handle>
 StatusOr<Core*> Unwrap(Handle* handle, const char* what) {
   auto* object = reinterpret_cast<Core*>(const_cast<std::remove_const_t<Handle>*>(handle));
   if (object == nullptr) return InvalidArgument(std::string("`") + what + "` is null");
-  if (!object->valid()) return InvalidArgument(std::string("`") + what + "` is not a live handle (destroyed or wrong type)");
-  return object;
+  if (core::IsLiveHandle(object)) return object;
+  const std::string expected = core::handles::KindName(Core::kKind);
+  if (uint32_t kind = core::handles::LiveKind(object); kind != 0) {
+    return InvalidArgument(std::string("`") + what + "` is a " + core::handles::KindName(kind) + ", not a " + expected);
+  }
+  return InvalidArgument(std::string("`") + what + "` is not a live " + expected + " (destroyed, or never one)");
 }
 
 template <typename Handle, typename Core>

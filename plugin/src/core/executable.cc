@@ -65,7 +65,7 @@ StatusOr<ExecuteResult> LoadedExecutable::Execute(const std::vector<std::vector<
     targets.push_back(expected);
     for (size_t i = 0; i < args[d].size(); ++i) {
       Buffer* b = args[d][i];
-      if (b == nullptr || !b->valid()) return InvalidArgument("argument " + std::to_string(i) + " is not a live buffer");
+      if (!IsLiveHandle(b)) return InvalidArgument("argument " + std::to_string(i) + " is not a live buffer");
       if (b->device()->client() != client_) {
         return InvalidArgument("argument " + std::to_string(i) + " belongs to another client");
       }
