@@ -276,10 +276,9 @@ def test_jax_refuses_host_callbacks_on_neuron(runs):
     assert not [f for f in report["findings"] if f["check"] == "host-callback"]
 
 
-def test_jax_dynamic_shapes_cannot_be_constructed():
-    pytest.skip("jax.jit traces static shapes only: JAX emits no HLO with dynamic dimensions "
-                "(is_dynamic_dimension), so the dynamic-shape check is covered with torch-xla "
-                "(torch.nonzero under XLA_EXPERIMENTAL=nonzero) instead")
+# No JAX test of the dynamic-shape check: jax.jit traces static shapes only, so JAX emits no HLO
+# with dynamic dimensions (is_dynamic_dimension); the check is covered with torch-xla
+# (torch.nonzero under XLA_EXPERIMENTAL=nonzero) instead.
 
 
 @uses("jax_random")
