@@ -72,6 +72,8 @@ def _jobs() -> dict:
                                  "--baseline-throughput", "1800", script="jax_matmul.py",
                                  script_args=["float32", "2"]),
         "psum": _estimate("--json", script="jax_psum.py"),
+        "psum_32": Job(_estimate("--json", script="jax_psum.py", script_args=["32"]).argv,
+                       {**_env("jax"), "PJRT_NEURON_INSTANCE_TYPE": "trn1.32xlarge"}),
         "block": Job([sys.executable, str(PROGRAMS / "jax_block.py")], _env("jax")),
         "at_exit": Job([sys.executable, str(PROGRAMS / "jax_matmul.py"), "float32", "2"],
                        {**_env("jax"), "PJRT_NEURON_ESTIMATE": "1"}),
@@ -140,6 +142,21 @@ def test_an_all_reduce_over_two_cores_sends_its_operand_twice_over(runs):
     # A ring all-reduce over n sends 2 (n - 1) / n of the data: 4096 bytes for n = 2.
     assert p["link_bytes"] == 4096
     assert p["parts_seconds"]["collectives"] > 0
+
+
+@uses("psum", "psum_32")
+def test_an_all_reduce_over_32_cores_crosses_the_chip_links(runs):
+    two = report(runs["psum"].ok())["instances"][0]
+    est = report(runs["psum_32"].ok())["instances"][0]
+    assert est["instance_type"] == "trn1.32xlarge" and est["cores_used"] == 32
+    (p,) = [p for p in est["programs"] if p["collectives"]]
+    assert p["cores"] == list(range(32))
+    assert [(c["kind"], c["bytes"]) for c in p["collectives"]] == [("all-reduce", 4096)]
+    assert p["collectives"][0]["group_size"] in (0, 32)
+    assert p["link_bytes"] == pytest.approx(2 * 31 / 32 * 4096)
+    # 32 cores span 16 chips: the ring runs over NeuronLink, with 62 steps instead of 2.
+    (p2,) = [p for p in two["programs"] if p["collectives"]]
+    assert p["parts_seconds"]["collectives"] > 10 * p2["parts_seconds"]["collectives"]
 
 
 # ---------------------------------------------------------------- the estimate responds

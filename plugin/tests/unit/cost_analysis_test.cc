@@ -72,6 +72,14 @@ TEST(AnalyzeProgramCost, CountsABfloat16MatmulAtItsOwnRateClass) {
   EXPECT_EQ(cost.output_bytes, 256 * 128 * 2);
 }
 
+TEST(AnalyzeProgramCost, CountsFloat16AndFp8MatmulsAtTheirRateClasses) {
+  constexpr int kF16 = 10, kF8E4M3FN = 20, kF8E5M2 = 19;
+  EXPECT_EQ(Analyze(MatmulModule(kF16, 4, 8, 2)).matmul_flops.at("fp16"), 2.0 * 4 * 8 * 2);
+  EXPECT_EQ(Analyze(MatmulModule(kF8E4M3FN, 4, 8, 2)).matmul_flops.at("fp8"), 2.0 * 4 * 8 * 2);
+  EXPECT_EQ(Analyze(MatmulModule(kF8E5M2, 4, 8, 2)).matmul_flops.at("fp8"), 2.0 * 4 * 8 * 2);
+  EXPECT_EQ(Analyze(MatmulModule(kF8E4M3FN, 4, 8, 2)).parameter_bytes, 4 * 8 + 8 * 2);
+}
+
 TEST(AnalyzeProgramCost, DoublingEveryDimensionOfAMatmulMultipliesItsFlopsByEight) {
   const double small = Analyze(MatmulModule(kF32, 32, 32, 32)).matmul_flops.at("fp32");
   const double large = Analyze(MatmulModule(kF32, 64, 64, 64)).matmul_flops.at("fp32");
