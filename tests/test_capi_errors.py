@@ -399,6 +399,19 @@ def test_donated_buffer_cannot_be_used_again(keeper, client):
     keeper()
 
 
+def test_donated_buffer_is_refused_by_the_next_execute_without_being_asked(keeper, client):
+    # Execute checks arguments from what it saw of earlier runs, not by asking the engine.
+    executable = client.compile(DONATING)
+    before = client.devices()[0].memory_stats()["bytes_in_use"]
+    x = client.buffer_from_numpy(A)
+    (out,) = executable.execute([x])
+    expect_error("PJRT_LoadedExecutable_Execute", INVALID, lambda: executable.execute([x]),
+                 "argument 0", "deleted or donated")
+    # The donated input no longer counts against HBM; only the output does.
+    assert client.devices()[0].memory_stats()["bytes_in_use"] == before + out[0].on_device_size
+    keeper()
+
+
 # --------------------------------------------------------------------------
 # Placement: cores, clients, argument lists
 # --------------------------------------------------------------------------

@@ -13,7 +13,9 @@ PJRT_Error* MakeError(const Status& status) {
 
 PJRT_Error* Run(const char* function, const std::function<Status()>& body) {
   try {
-    return MakeError(body().WithContext(function));
+    Status status = body();
+    if (status.ok()) return nullptr;  // no context string built on the path every call takes
+    return MakeError(status.WithContext(function));
   } catch (const std::bad_alloc&) {
     return MakeError(Status(ErrorCode::kResourceExhausted, std::string(function) + ": out of host memory"));
   } catch (const std::exception& e) {

@@ -117,8 +117,9 @@ PN_ENTRY(LoadedExecutable_Execute) {
     if (has_outputs && args->output_lists[d] == nullptr) {
       return InvalidArgument("output list " + std::to_string(d) + " is null");
     }
-    for (size_t i = 0; i < args->num_args; ++i) {
-      arguments[d].push_back(reinterpret_cast<core::Buffer*>(args->argument_lists[d][i]));
+    if (args->num_args > 0) {
+      const auto* list = reinterpret_cast<core::Buffer* const*>(args->argument_lists[d]);
+      arguments[d].assign(list, list + args->num_args);
     }
   }
   PN_ASSIGN_OR_RETURN(core::ExecuteResult result, loaded->Execute(arguments, options, only_device));

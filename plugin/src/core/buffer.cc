@@ -18,19 +18,23 @@ void Buffer::ReleaseCharge() {
 
 bool Buffer::IsDeleted() {
   if (!buffer_->IsDeleted()) return false;
+  gone_.store(true, std::memory_order_release);
   ReleaseCharge();
   return true;
 }
 
 void Buffer::Delete() {
   buffer_->Delete();
+  gone_.store(true, std::memory_order_release);
   ReleaseCharge();
 }
 
+Status Buffer::Unusable() const {
+  return InvalidArgument("buffer on NeuronCore " + std::to_string(device_->id()) + " has been deleted or donated");
+}
+
 Status Buffer::CheckUsable() const {
-  if (buffer_->IsDeleted()) {
-    return InvalidArgument("buffer on NeuronCore " + std::to_string(device_->id()) + " has been deleted or donated");
-  }
+  if (buffer_->IsDeleted()) return Unusable();
   return Status::Ok();
 }
 

@@ -59,13 +59,21 @@ class Buffer : public Tagged<0x4e425546> {
   void Delete();
   // Fails with INVALID_ARGUMENT when the buffer was deleted or donated.
   Status CheckUsable() const;
+  // The same from what this object has seen, without asking the engine: engine buffers go away
+  // only through Delete or a donating execution, after which the executable asks IsDeleted.
+  Status CheckUsableSeen() const {
+    if (gone_.load(std::memory_order_acquire)) return Unusable();
+    return Status::Ok();
+  }
 
  private:
   void ReleaseCharge();
+  Status Unusable() const;
   Device* device_;
   Memory* memory_;
   std::unique_ptr<engine::Buffer> buffer_;
   std::atomic<int64_t> charged_bytes_{0};
+  std::atomic<bool> gone_{false};  // deleted or donated, as seen by Delete / IsDeleted
 };
 
 }  // namespace pjrt_neuron::core

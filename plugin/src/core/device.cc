@@ -38,21 +38,22 @@ MemoryStats Device::memory_stats() const {
   return stats_;
 }
 
-Status Device::FitsLocked(int64_t bytes, const std::string& purpose) const {
+Status Device::FitsLocked(int64_t bytes, std::string_view purpose) const {
   if (stats_.bytes_in_use + bytes <= stats_.bytes_limit) return Status::Ok();
   return Status(ErrorCode::kResourceExhausted,
-                "NeuronCore " + std::to_string(id()) + " is out of HBM: " + purpose + " needs " + FormatBytes(bytes) +
+                "NeuronCore " + std::to_string(id()) + " is out of HBM: " + std::string(purpose) + " needs " +
+                    FormatBytes(bytes) +
                     " but " + FormatBytes(stats_.bytes_in_use) + " of its " + FormatBytes(stats_.bytes_limit) +
                     " are in use by " + std::to_string(stats_.num_allocs) + " allocation(s) so far (largest " +
                     FormatBytes(stats_.largest_alloc_size) + ")");
 }
 
-Status Device::CheckFits(int64_t bytes, const std::string& purpose) const {
+Status Device::CheckFits(int64_t bytes, std::string_view purpose) const {
   std::lock_guard<std::mutex> lock(stats_mutex_);
   return FitsLocked(bytes, purpose);
 }
 
-Status Device::Charge(int64_t bytes, const std::string& purpose) {
+Status Device::Charge(int64_t bytes, std::string_view purpose) {
   std::lock_guard<std::mutex> lock(stats_mutex_);
   PN_RETURN_IF_ERROR(FitsLocked(bytes, purpose));
   stats_.bytes_in_use += bytes;

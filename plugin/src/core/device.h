@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -62,9 +63,9 @@ class Device : public Tagged<0x4e444556> {
   const std::vector<Memory*>& memories() const { return memory_ptrs_; }
   MemoryStats memory_stats() const;
   // Charges `bytes` of HBM, or fails with RESOURCE_EXHAUSTED saying what is in use.
-  Status Charge(int64_t bytes, const std::string& purpose);
+  Status Charge(int64_t bytes, std::string_view purpose);
   // Checks that `bytes` more would fit, without charging them.
-  Status CheckFits(int64_t bytes, const std::string& purpose) const;
+  Status CheckFits(int64_t bytes, std::string_view purpose) const;
   // Counts transient memory (an execution's temporaries) in the peak only.
   void NotePeak(int64_t transient_bytes);
   void Release(int64_t bytes);
@@ -78,7 +79,7 @@ class Device : public Tagged<0x4e444556> {
   std::vector<Memory*> memory_ptrs_;
   mutable std::mutex stats_mutex_;
   MemoryStats stats_;
-  Status FitsLocked(int64_t bytes, const std::string& purpose) const;
+  Status FitsLocked(int64_t bytes, std::string_view purpose) const;
 };
 
 }  // namespace pjrt_neuron::core

@@ -41,6 +41,23 @@ void LoadedExecutable::Delete() {
   engine_executable().Delete();
 }
 
+const LoadedExecutable::HbmPlan& LoadedExecutable::hbm_plan() {
+  if (hbm_plan_ready_.load(std::memory_order_acquire)) return hbm_plan_;
+  std::lock_guard<std::mutex> lock(hbm_plan_mutex_);
+  if (!hbm_plan_ready_.load(std::memory_order_relaxed)) {
+    auto stats = engine_executable().MemoryStats();
+    if (stats.ok()) {
+      hbm_plan_.known = true;
+      hbm_plan_.transient = stats->temp_size_in_bytes + stats->output_size_in_bytes - stats->alias_size_in_bytes;
+      hbm_plan_.may_donate = stats->alias_size_in_bytes > 0;
+      hbm_plan_.purpose = "running '" + engine_executable().name() + "' (" + FormatBytes(stats->output_size_in_bytes) +
+                          " of outputs, " + FormatBytes(stats->temp_size_in_bytes) + " of temporaries)";
+    }
+    hbm_plan_ready_.store(true, std::memory_order_release);
+  }
+  return hbm_plan_;
+}
+
 StatusOr<ExecuteResult> LoadedExecutable::Execute(const std::vector<std::vector<Buffer*>>& args,
                                                   const engine::ExecuteOptions& options, Device* only_device) {
   if (deleted_) return FailedPrecondition("the executable has been deleted (PJRT_LoadedExecutable_Delete)");
@@ -54,22 +71,22 @@ StatusOr<ExecuteResult> LoadedExecutable::Execute(const std::vector<std::vector<
     return InvalidArgument("execute_device was given, so exactly one argument list is expected, got " +
                            std::to_string(args.size()));
   }
-  std::vector<Device*> targets;
+  auto target = [&](size_t d) { return only_device != nullptr ? only_device : devices[d]; };
   std::vector<std::vector<engine::Buffer*>> engine_args(args.size());
   for (size_t d = 0; d < args.size(); ++d) {
     if (d > 0 && args[d].size() != args[0].size()) {
       return InvalidArgument("argument list " + std::to_string(d) + " has " + std::to_string(args[d].size()) +
                              " buffers, list 0 has " + std::to_string(args[0].size()));
     }
-    Device* expected = only_device != nullptr ? only_device : devices[d];
-    targets.push_back(expected);
+    Device* expected = target(d);
+    engine_args[d].reserve(args[d].size());
     for (size_t i = 0; i < args[d].size(); ++i) {
       Buffer* b = args[d][i];
       if (!IsLiveHandle(b)) return InvalidArgument("argument " + std::to_string(i) + " is not a live buffer");
       if (b->device()->client() != client_) {
         return InvalidArgument("argument " + std::to_string(i) + " belongs to another client");
       }
-      Status usable = b->CheckUsable();
+      Status usable = b->CheckUsableSeen();
       if (!usable.ok()) return usable.WithContext("argument " + std::to_string(i));
       if (b->device() != expected) {
         return InvalidArgument("argument " + std::to_string(i) + " is on NeuronCore " +
@@ -80,41 +97,39 @@ StatusOr<ExecuteResult> LoadedExecutable::Execute(const std::vector<std::vector<
     }
   }
   // Outputs and temporaries must fit in each core's HBM before anything runs.
-  auto stats = engine_executable().MemoryStats();
-  int64_t transient = 0;
-  if (stats.ok()) {
-    transient = stats->temp_size_in_bytes + stats->output_size_in_bytes - stats->alias_size_in_bytes;
-    for (Device* target : targets) {
-      PN_RETURN_IF_ERROR(target->CheckFits(transient, "running '" + engine_executable().name() + "' (" +
-                                                          FormatBytes(stats->output_size_in_bytes) + " of outputs, " +
-                                                          FormatBytes(stats->temp_size_in_bytes) + " of temporaries)"));
-    }
+  const HbmPlan& plan = hbm_plan();
+  if (plan.known) {
+    for (size_t d = 0; d < args.size(); ++d) PN_RETURN_IF_ERROR(target(d)->CheckFits(plan.transient, plan.purpose));
   }
   const int64_t start_us = estimate_id_.empty() ? 0 : NowMicros();
-  PN_ASSIGN_OR_RETURN(engine::ExecuteResult run,
-                      engine_executable().Execute(engine_args, options,
-                                                  only_device != nullptr ? only_device->core() : -1));
-  if (!estimate_id_.empty()) {
+  auto run = engine_executable().Execute(engine_args, options, only_device != nullptr ? only_device->core() : -1);
+  if (run.ok() && !estimate_id_.empty()) {
     std::vector<int> device_ids;
-    for (Device* target : targets) device_ids.push_back(target->id());
+    for (size_t d = 0; d < args.size(); ++d) device_ids.push_back(target(d)->id());
     ReportExecution(estimate_id_, device_ids, start_us, NowMicros());
   }
-  for (Device* target : targets) target->NotePeak(transient);
-  if (!stats.ok() || stats->alias_size_in_bytes > 0) {
+  if (plan.may_donate) {
     for (const auto& list : args) {
       for (Buffer* b : list) b->IsDeleted();  // donated inputs stop counting against HBM
     }
   }
+  if (!run.ok()) return run.status();
+  if (plan.known) {
+    for (size_t d = 0; d < args.size(); ++d) target(d)->NotePeak(plan.transient);
+  }
   ExecuteResult result;
-  for (auto& outputs : run.outputs) {
+  result.outputs.reserve(run->outputs.size());
+  for (auto& outputs : run->outputs) {
     std::vector<std::unique_ptr<Buffer>> wrapped;
+    wrapped.reserve(outputs.size());
     for (auto& out : outputs) {
       PN_ASSIGN_OR_RETURN(auto buffer, client_->Adopt(std::move(out)));
       wrapped.push_back(std::move(buffer));
     }
     result.outputs.push_back(std::move(wrapped));
   }
-  for (auto& event : run.completions) result.completions.push_back(std::make_unique<Event>(std::move(event)));
+  result.completions.reserve(run->completions.size());
+  for (auto& event : run->completions) result.completions.push_back(std::make_unique<Event>(std::move(event)));
   return result;
 }
 

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -89,6 +90,14 @@ class LoadedExecutable : public Tagged<0x4e4c4558> {
   void set_estimate_id(std::string id) { estimate_id_ = std::move(id); }
 
  private:
+  // What every execution checks against each core's HBM; worked out once, at the first run.
+  struct HbmPlan {
+    bool known = false;      // the engine reported the program's memory figures
+    int64_t transient = 0;   // outputs and temporaries, less what aliases the inputs
+    bool may_donate = true;  // the run may free inputs (aliasing, or figures unknown)
+    std::string purpose;     // names the run in an out-of-HBM message
+  };
+  const HbmPlan& hbm_plan();
   StatusOr<ExecuteResult> RecordOnlyResult(const std::vector<std::vector<Buffer*>>& args, Device* only_device);
   engine::Executable& engine_executable() { return program_->engine_executable(); }
   Client* client_;
@@ -96,6 +105,9 @@ class LoadedExecutable : public Tagged<0x4e4c4558> {
   std::atomic<bool> deleted_{false};
   bool record_only_ = false;
   std::string estimate_id_;
+  std::mutex hbm_plan_mutex_;
+  std::atomic<bool> hbm_plan_ready_{false};
+  HbmPlan hbm_plan_;
 };
 
 }  // namespace pjrt_neuron::core

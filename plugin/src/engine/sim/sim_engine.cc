@@ -5,6 +5,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -34,6 +36,78 @@ void PrefaultForWrite(void* dst, size_t size) {
     volatile char* byte = reinterpret_cast<char*>(p);
     *byte = *byte;
   }
+}
+
+// An array of `n` value-initialised Ts, on the stack when n <= N: the per-execution pointer
+// lists, which would otherwise be heap allocations on every call.
+template <typename T, size_t N>
+class Scratch {
+ public:
+  explicit Scratch(size_t n) {
+    if (n > N) {
+      heap_ = std::make_unique<T[]>(n);
+      data_ = heap_.get();
+    }
+    std::fill_n(data_, n, T{});
+  }
+  T* data() { return data_; }
+  T& operator[](size_t i) { return data_[i]; }
+
+ private:
+  T inline_[N];
+  std::unique_ptr<T[]> heap_;
+  T* data_ = inline_;
+};
+
+// A program's outputs: their shapes, and their on-device sizes once the engine has told one
+// execution's (the same for every execution). Shared with output buffers, which may outlive
+// the executable.
+struct OutputTable {
+  explicit OutputTable(std::vector<OutputShape> output_shapes)
+      : shapes(std::move(output_shapes)), sizes(new std::atomic<int64_t>[shapes.size()]) {
+    for (size_t i = 0; i < shapes.size(); ++i) sizes[i].store(-1, std::memory_order_relaxed);
+  }
+  const std::vector<OutputShape> shapes;
+  std::unique_ptr<std::atomic<int64_t>[]> sizes;  // -1: not asked yet
+};
+
+// Bytes per element of the types a host upload may copy itself; 0: leave the upload to the engine.
+size_t WholeByteElementSize(PJRT_Buffer_Type type) {
+  switch (type) {
+    case PJRT_Buffer_Type_PRED: case PJRT_Buffer_Type_S8: case PJRT_Buffer_Type_U8: return 1;
+    case PJRT_Buffer_Type_S16: case PJRT_Buffer_Type_U16: case PJRT_Buffer_Type_F16: case PJRT_Buffer_Type_BF16:
+      return 2;
+    case PJRT_Buffer_Type_S32: case PJRT_Buffer_Type_U32: case PJRT_Buffer_Type_F32: return 4;
+    case PJRT_Buffer_Type_S64: case PJRT_Buffer_Type_U64: case PJRT_Buffer_Type_F64: case PJRT_Buffer_Type_C64:
+      return 8;
+    case PJRT_Buffer_Type_C128: return 16;
+    default: return 0;
+  }
+}
+
+// Whether `strides` (may be null) describe the dense major-to-minor layout of `dims`.
+bool IsDenseRowMajor(const std::vector<int64_t>& dims, const int64_t* strides, size_t num_strides,
+                     size_t element_size) {
+  if (strides == nullptr) return true;
+  if (num_strides != dims.size()) return false;
+  int64_t expected = static_cast<int64_t>(element_size);
+  for (size_t i = dims.size(); i-- > 0;) {
+    if (dims[i] != 1 && strides[i] != expected) return false;
+    expected *= dims[i];
+  }
+  return true;
+}
+
+// Host memory for an uploaded array, mapped here rather than by the engine: the engine
+// copies into memory it has just allocated, and faulting those pages in one at a time made
+// large uploads run at half of memcpy speed. Huge pages where the kernel offers them.
+void* MapForUpload(size_t bytes) {
+  void* memory = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (memory == MAP_FAILED) return nullptr;
+#ifdef MADV_HUGEPAGE
+  madvise(memory, bytes, MADV_HUGEPAGE);
+#endif
+  return memory;
 }
 
 #define INNER_ARGS(type, var) \
@@ -188,7 +262,7 @@ class SimBuffer : public Buffer {
  public:
   SimBuffer(SimEngine* engine, PJRT_Buffer* buffer);
   // An execution's output: its shape and place are known, so the engine is not asked again.
-  SimBuffer(SimEngine* engine, PJRT_Buffer* buffer, const OutputShape& shape, int core);
+  SimBuffer(SimEngine* engine, PJRT_Buffer* buffer, std::shared_ptr<OutputTable> outputs, size_t index, int core);
   ~SimBuffer() override {
     INNER_ARGS(PJRT_Buffer_Destroy_Args, args);
     args.buffer = buffer_;
@@ -198,12 +272,20 @@ class SimBuffer : public Buffer {
   int core() override;
   const std::string& memory_kind() override;
   PJRT_Buffer_Type element_type() override { return type_; }
-  const std::vector<int64_t>& dims() override { return dims_; }
+  const std::vector<int64_t>& dims() override { return outputs_ ? outputs_->shapes[output_index_].dims : dims_; }
 
   StatusOr<size_t> OnDeviceSizeInBytes() override {
+    if (outputs_) {
+      int64_t known = outputs_->sizes[output_index_].load(std::memory_order_relaxed);
+      if (known >= 0) return static_cast<size_t>(known);
+    }
     INNER_ARGS(PJRT_Buffer_OnDeviceSizeInBytes_Args, args);
     args.buffer = buffer_;
     PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Buffer_OnDeviceSizeInBytes(&args)));
+    if (outputs_) {
+      outputs_->sizes[output_index_].store(static_cast<int64_t>(args.on_device_size_in_bytes),
+                                           std::memory_order_relaxed);
+    }
     return args.on_device_size_in_bytes;
   }
 
@@ -292,9 +374,11 @@ class SimBuffer : public Buffer {
   const PJRT_Api* api_;
   PJRT_Buffer* buffer_;
   PJRT_Buffer_Type type_ = PJRT_Buffer_Type_INVALID;
-  std::vector<int64_t> dims_;
+  std::vector<int64_t> dims_;  // unless outputs_ has them
   int core_ = -1;
   std::string memory_kind_;
+  std::shared_ptr<OutputTable> outputs_;  // set for an execution's outputs
+  size_t output_index_ = 0;
 };
 
 class SimExecutable : public Executable {
@@ -306,7 +390,7 @@ class SimExecutable : public Executable {
   std::string name() override { return name_; }
   int num_replicas() override { return num_replicas_; }
   int num_partitions() override { return num_partitions_; }
-  const std::vector<OutputShape>& outputs() override { return outputs_; }
+  const std::vector<OutputShape>& outputs() override { return outputs_->shapes; }
   std::vector<int> addressable_cores() override { return addressable_cores_; }
 
   StatusOr<std::string> Fingerprint() override {
@@ -419,7 +503,7 @@ class SimExecutable : public Executable {
   std::string name_;
   int num_replicas_ = 1;
   int num_partitions_ = 1;
-  std::vector<OutputShape> outputs_;
+  std::shared_ptr<OutputTable> outputs_ = std::make_shared<OutputTable>(std::vector<OutputShape>{});
   std::vector<int> addressable_cores_;
   std::optional<std::string> serialized_;
   std::mutex memory_stats_mutex_;
@@ -521,14 +605,17 @@ class SimEngine : public Engine {
     return -1;
   }
   std::unique_ptr<Buffer> Wrap(PJRT_Buffer* buffer) { return std::make_unique<SimBuffer>(this, buffer); }
-  std::unique_ptr<Buffer> WrapOutput(PJRT_Buffer* buffer, const OutputShape& shape, int core) {
-    return std::make_unique<SimBuffer>(this, buffer, shape, core);
+  std::unique_ptr<Buffer> WrapOutput(PJRT_Buffer* buffer, const std::shared_ptr<OutputTable>& outputs, size_t index,
+                                     int core) {
+    return std::make_unique<SimBuffer>(this, buffer, outputs, index, core);
   }
 
   std::string description() override { return "XLA CPU (PJRT " + version_ + ")"; }
   int num_cores() override { return static_cast<int>(devices_.size()); }
 
   StatusOr<TransferResult> BufferFromHost(int core, const HostBufferSpec& spec) override {
+    PN_ASSIGN_OR_RETURN(std::optional<TransferResult> copied, CopyFromHost(core, spec));
+    if (copied.has_value()) return std::move(*copied);
     INNER_ARGS(PJRT_Client_BufferFromHostBuffer_Args, args);
     args.client = client_;
     args.data = spec.data;
@@ -606,6 +693,41 @@ class SimEngine : public Engine {
   }
 
  private:
+  // Large dense uploads to device memory: copied here into memory mapped for them and handed to
+  // the engine as a view it frees with munmap; nothing (no value) when the engine should do it.
+  StatusOr<std::optional<TransferResult>> CopyFromHost(int core, const HostBufferSpec& spec) {
+    const size_t element_size = WholeByteElementSize(spec.type);
+    if (api_->PJRT_Client_CreateViewOfDeviceBuffer == nullptr || element_size == 0 ||
+        spec.device_layout != nullptr || spec.memory_kind != "device" || spec.data == nullptr ||
+        spec.semantics == PJRT_HostBufferSemantics_kMutableZeroCopy ||
+        !IsDenseRowMajor(spec.dims, spec.byte_strides, spec.num_byte_strides, element_size)) {
+      return std::optional<TransferResult>();
+    }
+    size_t bytes = element_size;
+    for (int64_t d : spec.dims) bytes *= static_cast<size_t>(d);
+    if (bytes < kPrefaultBytes) return std::optional<TransferResult>();
+    void* memory = MapForUpload(bytes);
+    if (memory == nullptr) return std::optional<TransferResult>();  // the engine may still find memory
+    std::memcpy(memory, spec.data, bytes);
+    INNER_ARGS(PJRT_Client_CreateViewOfDeviceBuffer_Args, args);
+    args.client = client_;
+    args.device_buffer_ptr = memory;
+    args.dims = spec.dims.data();
+    args.num_dims = spec.dims.size();
+    args.element_type = spec.type;
+    args.device = device(core);
+    args.on_delete_callback = [](void* mapped, void* size) { munmap(mapped, reinterpret_cast<size_t>(size)); };
+    args.on_delete_callback_arg = reinterpret_cast<void*>(bytes);
+    Status viewed = TakeError(api_, api_->PJRT_Client_CreateViewOfDeviceBuffer(&args));
+    if (!viewed.ok()) {
+      munmap(memory, bytes);
+      return viewed;
+    }
+    TransferResult result;
+    result.buffer = Wrap(args.buffer);
+    return std::optional<TransferResult>(std::move(result));
+  }
+
   StatusOr<std::unique_ptr<Executable>> Finish(PJRT_LoadedExecutable* loaded) {
     auto executable = std::make_unique<SimExecutable>(this, loaded);
     PN_RETURN_IF_ERROR(executable->Init());
@@ -628,9 +750,16 @@ SimBuffer::SimBuffer(SimEngine* engine, PJRT_Buffer* buffer) : engine_(engine), 
   if (TakeError(api_, api_->PJRT_Buffer_Dimensions(&dims)).ok()) dims_.assign(dims.dims, dims.dims + dims.num_dims);
 }
 
-SimBuffer::SimBuffer(SimEngine* engine, PJRT_Buffer* buffer, const OutputShape& shape, int core)
-    : engine_(engine), api_(engine->api()), buffer_(buffer), type_(shape.type), dims_(shape.dims), core_(core),
-      memory_kind_(shape.memory_kind) {}
+SimBuffer::SimBuffer(SimEngine* engine, PJRT_Buffer* buffer, std::shared_ptr<OutputTable> outputs, size_t index,
+                     int core)
+    : engine_(engine),
+      api_(engine->api()),
+      buffer_(buffer),
+      type_(outputs->shapes[index].type),
+      core_(core),
+      memory_kind_(outputs->shapes[index].memory_kind),
+      outputs_(std::move(outputs)),
+      output_index_(index) {}
 
 int SimBuffer::core() {
   if (core_ < 0) {
@@ -702,6 +831,7 @@ Status SimExecutable::Init() {
   kinds.executable = executable_;
   Status kinds_status = TakeError(api_, api_->PJRT_Executable_OutputMemoryKinds(&kinds));
   size_t offset = 0;
+  std::vector<OutputShape> shapes;
   for (size_t i = 0; i < types.num_output_types; ++i) {
     OutputShape shape;
     shape.type = types.output_types[i];
@@ -711,8 +841,9 @@ Status SimExecutable::Init() {
     shape.memory_kind = kinds_status.ok() && i < kinds.num_outputs
                             ? std::string(kinds.memory_kinds[i], kinds.memory_kind_sizes[i])
                             : std::string("device");
-    outputs_.push_back(std::move(shape));
+    shapes.push_back(std::move(shape));
   }
+  outputs_ = std::make_shared<OutputTable>(std::move(shapes));
 
   INNER_ARGS(PJRT_LoadedExecutable_AddressableDevices_Args, devices);
   devices.executable = loaded_;
@@ -727,22 +858,18 @@ StatusOr<ExecuteResult> SimExecutable::Execute(const std::vector<std::vector<Buf
                                                const ExecuteOptions& options, int only_core) {
   const size_t num_devices = args.size();
   const size_t num_args = num_devices == 0 ? 0 : args[0].size();
-  std::vector<std::vector<PJRT_Buffer*>> inner_args(num_devices);
-  std::vector<PJRT_Buffer* const*> arg_lists(num_devices);
+  const size_t num_outputs = outputs_->shapes.size();
+  Scratch<PJRT_Buffer*, 32> inner_args(num_devices * num_args);
+  Scratch<PJRT_Buffer* const*, 4> arg_lists(num_devices);
+  Scratch<PJRT_Buffer*, 32> inner_outputs(num_devices * num_outputs);
+  Scratch<PJRT_Buffer**, 4> output_lists(num_devices);
+  Scratch<PJRT_Event*, 4> events(num_devices);
   for (size_t d = 0; d < num_devices; ++d) {
-    inner_args[d].reserve(1);
-    for (Buffer* b : args[d]) inner_args[d].push_back(static_cast<SimBuffer*>(b)->inner());
-    arg_lists[d] = inner_args[d].data();
+    PJRT_Buffer** row = inner_args.data() + d * num_args;
+    for (size_t i = 0; i < num_args; ++i) row[i] = static_cast<SimBuffer*>(args[d][i])->inner();
+    arg_lists[d] = row;
+    output_lists[d] = inner_outputs.data() + d * num_outputs;
   }
-  const size_t num_outputs = outputs_.size();
-  std::vector<std::vector<PJRT_Buffer*>> inner_outputs(num_devices, std::vector<PJRT_Buffer*>(num_outputs, nullptr));
-  std::vector<PJRT_Buffer**> output_lists(num_devices);
-  // The engine wants a non-null list per device even when there is nothing to write.
-  for (size_t d = 0; d < num_devices; ++d) {
-    inner_outputs[d].reserve(1);
-    output_lists[d] = inner_outputs[d].data();
-  }
-  std::vector<PJRT_Event*> events(num_devices, nullptr);
 
   PJRT_ExecuteOptions inner_options;
   std::memset(&inner_options, 0, sizeof(inner_options));
@@ -768,11 +895,13 @@ StatusOr<ExecuteResult> SimExecutable::Execute(const std::vector<std::vector<Buf
 
   ExecuteResult result;
   result.outputs.resize(num_devices);
+  result.completions.reserve(num_devices);
   for (size_t d = 0; d < num_devices; ++d) {
     const int core = only_core >= 0 ? only_core : (d < addressable_cores_.size() ? addressable_cores_[d] : -1);
+    result.outputs[d].reserve(num_outputs);
     for (size_t o = 0; o < num_outputs; ++o) {
-      PJRT_Buffer* out = inner_outputs[d][o];
-      result.outputs[d].push_back(core >= 0 ? engine_->WrapOutput(out, outputs_[o], core) : engine_->Wrap(out));
+      PJRT_Buffer* out = output_lists[d][o];
+      result.outputs[d].push_back(core >= 0 ? engine_->WrapOutput(out, outputs_, o, core) : engine_->Wrap(out));
     }
     result.completions.push_back(WrapEvent(api_, events[d]));
   }
