@@ -291,13 +291,14 @@ def estimate_for(target: Target, programs: dict[str, Program], executions: list[
 
 
 def _last_step(programs: dict[str, Program], executions: list[dict]) -> list[dict]:
-    """The executions of the last step: after the marker's last-but-one execution up to its last."""
+    """The executions of the last step (after the marker's last-but-one execution up to its last),
+    after the execution before them (None if none), which only marks where the host gap starts."""
     steps, marker, _ = step_window(programs, executions)
     if not steps:
         return []
     marks = [i for i, e in enumerate(executions) if e["program_id"] == marker]
     start = marks[-2] + 1 if len(marks) > 1 else 0
-    return executions[start:marks[-1] + 1]
+    return executions[max(start - 1, 0):marks[-1] + 1] if start > 0 else [None, *executions[:marks[-1] + 1]]
 
 
 def write_trace(path: str, target: Target, programs: dict[str, Program], executions: list[dict],
@@ -312,7 +313,10 @@ def write_trace(path: str, target: Target, programs: dict[str, Program], executi
     clock: dict[int, float] = {}      # each core's estimated time, microseconds
     last_end: dict[int, int] = {}     # each core's last measured end on the simulator
     flow_id = 0
-    for e in _last_step(programs, executions):
+    before, *step = _last_step(programs, executions) or [None]
+    if before is not None:
+        last_end.update({d: before["end_us"] for d in before["devices"]})
+    for e in step:
         est = estimates.get(e["program_id"])
         if est is None:
             continue

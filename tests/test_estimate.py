@@ -220,6 +220,9 @@ def test_the_trace_has_a_track_per_core_and_draws_the_collectives_across_them(ru
     flows = [e for e in events if e.get("cat") == "collective"]
     assert {e["ph"] for e in flows} == {"s", "f"} and {e["tid"] for e in flows} == {0, 1}
     assert {e["name"] for e in flows} == {"all-reduce"}
+    # The host time between the previous step's end and this one's start, as the simulator measured it.
+    gaps = [e for e in events if e.get("cat") == "host"]
+    assert gaps and all(e["args"]["measured_us"] > 0 for e in gaps)
 
 
 # ---------------------------------------------------------------- throughput and cost
