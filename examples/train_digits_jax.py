@@ -93,7 +93,11 @@ def make_train_step(lr):
 
 @jax.jit
 def predict(params, x):
-    return jnp.argmax(forward(params, x), axis=-1)
+    # argmax as max, then its first index: neuronx-cc compiles no variadic reduce for JAX.
+    logits = forward(params, x)
+    best = jnp.max(logits, axis=-1, keepdims=True)
+    classes = jnp.arange(logits.shape[-1])
+    return jnp.min(jnp.where(logits == best, classes, logits.shape[-1]), axis=-1)
 
 
 def main(argv=None):

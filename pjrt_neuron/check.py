@@ -20,6 +20,7 @@ class Finding:
     fails_on_trainium: bool
     source_file: str
     source_line: int
+    beyond_int32: bool = False  # int64 values here can leave the int32 range
     op_names: set = field(default_factory=set)
     programs: set = field(default_factory=set)
     instructions: int = 0
@@ -56,11 +57,18 @@ def group(records: list[dict]) -> list[Finding]:
         if finding is None:
             finding = grouped[key] = Finding(r["check"], r["what"], r["why"], r["fix"], r["fails_on_trainium"],
                                              r["source_file"], r["source_line"])
+        finding.beyond_int32 |= bool(r.get("beyond_int32", False))
         if r["op_name"]:
             finding.op_names.add(r["op_name"])
         finding.programs.add(r.get("program_id", r["program"]))
         finding.instructions += r["count"]
     return sorted(grouped.values(), key=lambda f: (f.source_file, f.source_line, f.check))
+
+
+NO_LOCATION_NOTE = (
+    "(no source location): the instructions carry no source line. torch-xla records one only with "
+    "XLA_IR_DEBUG=1 XLA_HLO_DEBUG=1, which check sets unless they are already set to something else; "
+    "otherwise the compiler made them (fusions, copies) from code with no location of its own.")
 
 
 def format_text(findings: list[Finding]) -> str:
@@ -72,8 +80,11 @@ def format_text(findings: list[Finding]) -> str:
     for f in findings:
         kind = "FAIL  " if f.fails_on_trainium else "NUMBER"
         ops = f" [{', '.join(sorted(f.op_names))}]" if f.op_names else ""
-        lines.append(f"{kind} {f.location}: {f.what}{ops} — in {len(f.programs)} program(s), "
+        beyond = " (values leave the int32 range)" if f.beyond_int32 else ""
+        lines.append(f"{kind} {f.location}: {f.what}{beyond}{ops} — in {len(f.programs)} program(s), "
                      f"{f.instructions} instruction(s). {f.why}; {f.fix}.")
+    if any(not f.source_file for f in findings):
+        lines.append(NO_LOCATION_NOTE)
     return "\n".join(lines)
 
 
@@ -84,7 +95,7 @@ def format_json(findings: list[Finding], returncode: int) -> str:
         "findings": [{
             "check": f.check, "what": f.what, "why": f.why, "fix": f.fix,
             "fails_on_trainium": f.fails_on_trainium, "source_file": f.source_file,
-            "source_line": f.source_line, "op_names": sorted(f.op_names), "programs": len(f.programs),
+            "source_line": f.source_line, "beyond_int32": f.beyond_int32, "op_names": sorted(f.op_names), "programs": len(f.programs),
             "instructions": f.instructions,
         } for f in findings],
     }, indent=2)

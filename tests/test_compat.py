@@ -108,13 +108,17 @@ def _jobs() -> dict:
         "jax_constructs": _check("--json", script=JAX_CONSTRUCTS),
         "jax_mlp": _check(script=JAX_MLP),
         "jax_random": _check("--json", script=JAX_RANDOM),
-        "jax_int64_json": _check("--json", script=JAX_MODES, script_args=["int64"]),
+        "jax_int64_json": _check("--json", script=JAX_MODES, script_args=["int64", "int64-large"]),
         "jax_int64_exit3": _check(script=JAX_MODES, script_args=["int64", "--exit", "3"]),
         "jax_float64_text": _check(script=JAX_MODES,
                                    script_args=["float64", "float64-again", "int64", "clean", "--exit", "3"]),
         "jax_check_strict": _check("--strict", "--json", script=JAX_MODES, script_args=["float64", "clean"]),
         "warn_default": _direct("float64", "float64-again"),
-        "strict": _direct("float64", "clean", "int64", PJRT_NEURON_COMPAT="strict"),
+        "strict": _direct("float64", "clean", "int64", "int64-large", PJRT_NEURON_COMPAT="strict"),
+        "warn_int64": _direct("int64", "int64-large"),
+        "warn_numerics": _direct("int64", PJRT_NEURON_COMPAT_STRICT_NUMERICS="1"),
+        # Run directly, torch-xla records no source locations (check asks for them).
+        "torch_direct": Job([sys.executable, str(PROGRAMS / "torch_constructs.py"), "complex"], _env("torch")),
         "strict_numerics": _direct("int64", "clean", PJRT_NEURON_COMPAT="strict",
                                    PJRT_NEURON_COMPAT_STRICT_NUMERICS="1"),
         "off": _direct("float64", "int64", PJRT_NEURON_COMPAT="off"),
@@ -298,21 +302,64 @@ def test_jax_random_with_x64_off_reports_no_int64(runs):
 @uses("jax_int64_json")
 def test_jax_int64_is_a_numeric_difference_and_check_passes(runs):
     run = runs["jax_int64_json"]
-    assert run.results()["int64"] == {"case": "int64", "ok": True, "dtype": "int64", "correct": True,
+    results = run.results()
+    assert results["int64"] == {"case": "int64", "ok": True, "dtype": "int64", "correct": True,
+                                "platform": "neuron"}
+    assert results["int64-large"] == {"case": "int64-large", "ok": True, "dtype": "int64", "correct": True,
                                       "platform": "neuron"}
     report = run.report_json()
     assert report["would_fail_on_trainium"] is False
     assert report["script_exit_code"] == 0
-    [f] = report["findings"]
-    assert (f["check"], f["source_file"], f["source_line"]) == ("int64-narrowed", str(JAX_MODES),
-                                                                line_of(JAX_MODES, "int64"))
-    assert f["fails_on_trainium"] is False
-    assert f["op_names"] == ["jit(widen)/convert_element_type"]
-    assert "int32" in f["why"] and "2^31" in f["why"]
+    small, large = report["findings"]
+    # check lists every int64 narrowing, and says where values leave the int32 range.
+    assert (small["check"], small["source_file"], small["source_line"], small["beyond_int32"]) == (
+        "int64-narrowed", str(JAX_MODES), line_of(JAX_MODES, "int64"), False)
+    assert (large["check"], large["source_file"], large["source_line"], large["beyond_int32"]) == (
+        "int64-narrowed", str(JAX_MODES), line_of(JAX_MODES, "int64-large"), True)
+    for f in (small, large):
+        assert f["fails_on_trainium"] is False
+        assert "int32" in f["why"] and "2^31" in f["why"]
+    assert small["op_names"] == ["jit(widen)/convert_element_type"]
     assert run.returncode == 0, run.describe()
-    # The warning says it changes numbers, not that it fails.
+    # Only the values that can wrap are worth a line on stderr; it says numbers change, not fail.
     assert run.warnings() == []
-    assert len(run.warnings(NUMERIC_WARNING)) == 1, run.stderr
+    [warning] = run.warnings(NUMERIC_WARNING)
+    assert f"int64 values leaving the int32 range at {JAX_MODES}:{line_of(JAX_MODES, 'int64-large')}" in warning
+
+
+@uses("warn_int64")
+def test_int64_within_int32_is_quiet_by_default(runs):
+    run = runs["warn_int64"]
+    results = run.results()
+    assert results["int64"]["ok"] and results["int64"]["correct"], results
+    assert results["int64-large"]["ok"] and results["int64-large"]["correct"], results
+    [warning] = run.warnings(NUMERIC_WARNING)
+    assert f"{JAX_MODES}:{line_of(JAX_MODES, 'int64-large')}" in warning
+    assert f"{JAX_MODES}:{line_of(JAX_MODES, 'int64')} " not in run.stderr
+    # The report file still gets both.
+    records = [(r["source_line"], r["beyond_int32"]) for r in run.report_records()]
+    assert records == [(line_of(JAX_MODES, "int64"), False), (line_of(JAX_MODES, "int64-large"), True)]
+    assert run.returncode == 0, run.describe()
+
+
+@uses("warn_numerics")
+def test_strict_numerics_setting_warns_for_every_int64(runs):
+    run = runs["warn_numerics"]
+    assert run.results()["int64"]["correct"] is True
+    [warning] = run.warnings(NUMERIC_WARNING)
+    assert f"int64 values at {JAX_MODES}:{line_of(JAX_MODES, 'int64')}" in warning
+    assert run.returncode == 0, run.describe()
+
+
+@uses("torch_direct")
+def test_finding_without_location_says_how_to_get_one(runs):
+    run = runs["torch_direct"]
+    assert run.results()["complex"]["ok"] is True, run.describe()
+    warnings = run.warnings()
+    assert warnings, run.describe()
+    for warning in warnings:
+        assert "complex numbers at" in warning, warning
+        assert "(no source location; torch-xla records one with XLA_IR_DEBUG=1 XLA_HLO_DEBUG=1" in warning
 
 
 # ---------------------------------------------------------------- torch-xla
@@ -432,7 +479,8 @@ def test_strict_fails_the_compile_with_the_finding(runs):
     records = [(r["program"], r["check"], r["source_line"], r["fails_on_trainium"]) for r in run.report_records()]
     assert records == [
         ("jit_scale64", "float64", line_of(JAX_MODES, "float64"), True),
-        ("jit_widen", "int64-narrowed", line_of(JAX_MODES, "int64"), False)]
+        ("jit_widen", "int64-narrowed", line_of(JAX_MODES, "int64"), False),
+        ("jit_widen_large", "int64-narrowed", line_of(JAX_MODES, "int64-large"), False)]
 
 
 @uses("strict")
@@ -443,12 +491,13 @@ def test_strict_client_stays_usable_after_a_rejected_compile(runs):
 
 
 @uses("strict")
-def test_strict_lets_int64_compile_with_a_warning(runs):
+def test_strict_lets_int64_compile_with_a_warning_where_it_can_wrap(runs):
     run = runs["strict"]
-    assert run.results()["int64"]["ok"] is True
-    assert run.results()["int64"]["correct"] is True
+    for case in ("int64", "int64-large"):
+        assert run.results()[case]["ok"] is True
+        assert run.results()[case]["correct"] is True
     [warning] = run.warnings(NUMERIC_WARNING)
-    assert f"{JAX_MODES}:{line_of(JAX_MODES, 'int64')}" in warning
+    assert f"{JAX_MODES}:{line_of(JAX_MODES, 'int64-large')}" in warning
     assert run.returncode == 0, run.describe()
 
 

@@ -258,11 +258,14 @@ def test_torch_digits_example(results):
     # The example prints 4 decimals: the runs must agree to every printed digit.
     assert losses == _epoch_losses(cpu.stdout)
     assert _accuracy(neuron.stdout) == _accuracy(cpu.stdout)
+    # Quiet by default: its int64 labels stay within int32, so nothing changes on Trainium.
+    assert "pjrt-neuron: Trainium" not in neuron.stderr, neuron.describe()
 
 
 @uses("jax_example_neuron", "jax_example_cpu")
 def test_jax_digits_example(results):
     neuron = results["jax_example_neuron"].ok()
+    assert "pjrt-neuron: Trainium" not in neuron.stderr, neuron.describe()
     assert "platform: neuron" in neuron.stdout, neuron.describe()
     assert _accuracy(neuron.stdout) >= 0.95, neuron.describe()
     cpu = results["jax_example_cpu"].ok()

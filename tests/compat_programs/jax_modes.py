@@ -4,8 +4,9 @@ can see what each compilation did under the PJRT_NEURON_COMPAT* settings it was 
     python jax_modes.py CASE... [--exit N]
 
 Cases: float64 (an f64 op, on line `# case: float64`), float64-again (the same function at a
-new shape: a second program with the same source line), int64 (int64 arithmetic, line
-`# case: int64`), clean and clean-again (float32 only, each a new program).
+new shape: a second program with the same source line), int64 (int64 arithmetic within the
+int32 range, line `# case: int64`), int64-large (int64 values beyond it, `# case: int64-large`),
+clean and clean-again (float32 only, each a new program).
 """
 
 import json
@@ -26,6 +27,10 @@ def widen(x):
     return x.astype(jnp.int64) * 3 + 7  # case: int64
 
 
+def widen_large(x):
+    return x.astype(jnp.int64) * 2**40  # case: int64-large
+
+
 def clean(x):
     return jnp.tanh(x) * 2.0
 
@@ -41,6 +46,7 @@ CASES = {
     "float64": (scale64, X4, X4.astype(np.float64) * 2.5),
     "float64-again": (scale64, X8, X8.astype(np.float64) * 2.5),
     "int64": (widen, X4, X4.astype(np.int64) * 3 + 7),
+    "int64-large": (widen_large, X4, X4.astype(np.int64) * 2**40),
     "clean": (clean, X4, np.tanh(X4) * 2.0),
     "clean-again": (clean_again, X8, np.sum(X8 * X8)),
 }

@@ -88,7 +88,7 @@ std::vector<Setting> BuildTable() {
       {Id::kCompat, "PJRT_NEURON_COMPAT", K::kChoice, "warn", "warn", "Trainium compatibility analysis",
        {{"warn", "the default"}, {"strict", ""}, {"off", ""}}, R::kPlugin},
       {Id::kCompatStrictNumerics, "PJRT_NEURON_COMPAT_STRICT_NUMERICS", K::kFlag, "0", "0",
-       "in strict mode, findings that only change the numbers fail the compilation too", off_by_default,
+       "every int64 narrowing counts, not only values beyond int32: logged in warn mode, fatal in strict", off_by_default,
        R::kPlugin},
       {Id::kCompatReport, "PJRT_NEURON_COMPAT_REPORT", K::kPath, nullptr, "unset",
        "append every compatibility finding as a JSON line to this file", {}, R::kPlugin},

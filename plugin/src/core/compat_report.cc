@@ -28,7 +28,11 @@ StatusOr<CompatSettings> ReadCompatSettings() {
 namespace {
 
 std::string Location(const CompatFinding& f) {
-  if (f.source_file.empty()) return f.op_name.empty() ? "(no source location)" : f.op_name;
+  if (f.source_file.empty()) {
+    return (f.op_name.empty() ? std::string() : f.op_name + " ") +
+           "(no source location; torch-xla records one with XLA_IR_DEBUG=1 XLA_HLO_DEBUG=1, which "
+           "`pjrt-neuron check` sets)";
+  }
   return f.source_file + ":" + std::to_string(f.source_line) + (f.op_name.empty() ? "" : " (" + f.op_name + ")");
 }
 
@@ -43,6 +47,7 @@ std::string ReportLine(const std::string& program_name, const std::string& progr
       .Field("why", f.why)
       .Field("fix", f.fix)
       .Field("fails_on_trainium", f.fails_on_trainium)
+      .Field("beyond_int32", f.beyond_int32)
       .Field("op_name", f.op_name)
       .Field("source_file", f.source_file)
       .Field("source_line", f.source_line)
@@ -51,8 +56,16 @@ std::string ReportLine(const std::string& program_name, const std::string& progr
   return line.text() + "\n";
 }
 
+// Only findings that can change what the program computes on Trainium are logged: int64
+// narrowing where values leave the int32 range, or every one when asked. The report file gets
+// every finding, so `check` lists them all.
+bool ChangesResults(const CompatSettings& settings, const CompatFinding& f) {
+  return f.fails_on_trainium || f.beyond_int32 || settings.strict_numerics;
+}
+
+// Strict mode fails what neuronx-cc rejects; it narrows int64 without failing.
 bool Fatal(const CompatSettings& settings, const CompatFinding& f) {
-  return f.fails_on_trainium || settings.strict_numerics;
+  return settings.mode == CompatMode::kStrict && (f.fails_on_trainium || settings.strict_numerics);
 }
 
 }  // namespace
@@ -77,11 +90,13 @@ Status ReportCompatFindings(const CompatSettings& settings, const std::string& p
   }
   std::string errors;
   for (const CompatFinding& f : findings) {
-    const bool fatal = settings.mode == CompatMode::kStrict && Fatal(settings, f);
+    if (!ChangesResults(settings, f)) continue;
+    const bool fatal = Fatal(settings, f);
     if (fatal) errors += "\n  " + f.what + " at " + Location(f) + ": " + f.why + "; " + f.fix;
     if (fatal || !logged.insert(f.check + "@" + Location(f)).second) continue;
+    const std::string what = f.what + (f.beyond_int32 ? " leaving the int32 range" : "");
     std::fprintf(stderr, "pjrt-neuron: Trainium %s: %s at %s: %s; %s\n",
-                 f.fails_on_trainium ? "incompatibility" : "numeric difference", f.what.c_str(), Location(f).c_str(),
+                 f.fails_on_trainium ? "incompatibility" : "numeric difference", what.c_str(), Location(f).c_str(),
                  f.why.c_str(), f.fix.c_str());
   }
   if (errors.empty()) return Status::Ok();

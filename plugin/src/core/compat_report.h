@@ -1,5 +1,5 @@
 // What the plugin does with the compatibility analysis's findings, by PJRT_NEURON_COMPAT:
-// nothing, a warning once per process, or a failed compilation.
+// nothing, a warning once per process, or a failed compilation, for findings that change results.
 #pragma once
 
 #include <string>
@@ -14,15 +14,16 @@ enum class CompatMode { kOff, kWarn, kStrict };
 
 struct CompatSettings {
   CompatMode mode = CompatMode::kWarn;
-  bool strict_numerics = false;  // numeric changes fail too in strict mode
+  bool strict_numerics = false;  // every int64 narrowing is logged, and in strict mode fails
   std::string report_path;       // append findings as JSON lines here, if set
 };
 
 // PJRT_NEURON_COMPAT (off|warn|strict), PJRT_NEURON_COMPAT_STRICT_NUMERICS, PJRT_NEURON_COMPAT_REPORT.
 StatusOr<CompatSettings> ReadCompatSettings();
 
-// Logs new findings once per process, appends them to the report file, and in strict mode
-// turns the ones that would fail on Trainium into an INVALID_ARGUMENT listing them.
+// Appends every finding to the report file; logs once per process those that can change what
+// the program computes on Trainium; in strict mode turns the ones neuronx-cc would reject (and,
+// with strict_numerics, every int64 narrowing) into an INVALID_ARGUMENT listing them.
 Status ReportCompatFindings(const CompatSettings& settings, const std::string& program_name,
                             const std::vector<hlo::CompatFinding>& findings);
 

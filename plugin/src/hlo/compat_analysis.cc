@@ -1,5 +1,6 @@
 #include "hlo/compat_analysis.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -72,6 +73,7 @@ struct Instruction {
   std::string backend_config;
   std::string comparison_direction;
   std::vector<int64_t> called_computations;
+  bool literal_beyond_int32 = false;  // a constant holding an int64 outside the int32 range
 };
 
 struct Computation {
@@ -102,6 +104,19 @@ void ReadIds(const Field& f, std::vector<int64_t>* ids) {
   }
 }
 
+bool LiteralBeyondInt32(const std::string& literal) {
+  WireReader reader(literal);
+  Field f;
+  std::vector<int64_t> values;
+  while (!reader.done() && reader.Next(&f)) {
+    if (f.number == fields::kLiteralS64s) ReadIds(f, &values);
+  }
+  for (int64_t v : values) {
+    if (v < INT32_MIN || v > INT32_MAX) return true;
+  }
+  return false;
+}
+
 bool ReadInstruction(const std::string& bytes, Instruction* instruction) {
   WireReader reader(bytes);
   Field f;
@@ -111,6 +126,7 @@ bool ReadInstruction(const std::string& bytes, Instruction* instruction) {
       case fields::kInstructionOpcode: instruction->opcode = f.payload; break;
       case fields::kInstructionShape: ReadShape(f.payload, &instruction->shape); break;
       case fields::kInstructionMetadata: ReadMetadata(f.payload, instruction); break;
+      case fields::kInstructionLiteral: instruction->literal_beyond_int32 = LiteralBeyondInt32(f.payload); break;
       case fields::kInstructionCustomCallTarget: instruction->custom_call_target = f.payload; break;
       case fields::kInstructionBackendConfig: instruction->backend_config = f.payload; break;
       case fields::kInstructionComparisonDirection: instruction->comparison_direction = f.payload; break;
@@ -190,27 +206,32 @@ const Check kSortComparator{"sort-comparator", "a sort comparator other than LT/
 
 class Collector {
  public:
-  void Add(const Check& check, const Instruction& at) {
+  void Add(const Check& check, const Instruction& at, bool beyond_int32 = false) {
     auto key = std::make_tuple(std::string(check.id), at.source_file, at.source_line);
     auto it = index_.find(key);
     if (it != index_.end()) {
       findings_[it->second].count += 1;
+      findings_[it->second].beyond_int32 |= beyond_int32;
       return;
     }
     index_[key] = findings_.size();
-    findings_.push_back({check.id, check.what, check.why, check.fix, check.fails_on_trainium, at.op_name,
-                         at.source_file, at.source_line, 1});
+    findings_.push_back({check.id, check.what, check.why, check.fix, check.fails_on_trainium, beyond_int32,
+                         at.op_name, at.source_file, at.source_line, 1});
   }
   // Instructions the compiler made (fusions, copies) carry no location; they only repeat
   // what a located instruction already shows.
   std::vector<CompatFinding> Take() {
-    std::set<std::string> located;
+    std::set<std::string> located, located_beyond_int32;
     for (const CompatFinding& f : findings_) {
-      if (!f.source_file.empty()) located.insert(f.check);
+      if (f.source_file.empty()) continue;
+      located.insert(f.check);
+      if (f.beyond_int32) located_beyond_int32.insert(f.check);
     }
     std::vector<CompatFinding> out;
     for (CompatFinding& f : findings_) {
-      if (f.source_file.empty() && located.count(f.check)) continue;
+      // Kept when it is the only sign that values leave the int32 range.
+      const bool adds_beyond_int32 = f.beyond_int32 && !located_beyond_int32.count(f.check);
+      if (f.source_file.empty() && located.count(f.check) && !adds_beyond_int32) continue;
       out.push_back(std::move(f));
     }
     return out;
@@ -256,9 +277,24 @@ StatusOr<std::vector<CompatFinding>> AnalyzeHloModule(const std::string& bytes, 
   std::map<int64_t, const Computation*> by_id;
   for (const Computation& c : module.computations) by_id[c.id] = &c;
 
+  // Which s64 values can leave the int32 range: those computed from an int64 constant outside
+  // it. Computations and their instructions come in post order, so operands and callees are
+  // seen first. Values from parameters are not known when compiling and are not counted.
+  std::set<int64_t> computations_beyond_int32;
   Collector found;
   for (const Computation& computation : module.computations) {
+    std::set<int64_t> beyond_int32;
     for (const Instruction& i : computation.instructions) {
+      bool int64_out = false;
+      for (int t : i.shape.element_types) int64_out |= t == kS64;
+      bool beyond = i.literal_beyond_int32;
+      for (int64_t id : i.operand_ids) beyond |= beyond_int32.count(id) > 0;
+      for (int64_t id : i.called_computations) beyond |= computations_beyond_int32.count(id) > 0;
+      beyond &= int64_out;
+      if (beyond) {
+        beyond_int32.insert(i.id);
+        computations_beyond_int32.insert(computation.id);
+      }
       bool f64 = false, complex = false, fp8 = false, int64 = false;
       for (int t : i.shape.element_types) {
         f64 |= t == kF64;
@@ -272,7 +308,7 @@ StatusOr<std::vector<CompatFinding>> AnalyzeHloModule(const std::string& bytes, 
         if (f64) found.Add(kFloat64, i);
         if (complex) found.Add(kComplex, i);
         if (fp8) found.Add(kFp8, i);
-        if (int64) found.Add(kInt64, i);
+        if (int64) found.Add(kInt64, i, beyond);
       }
       if (i.shape.dynamic) found.Add(kDynamic, i);
       if (!from_jax) continue;

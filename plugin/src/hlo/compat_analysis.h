@@ -16,6 +16,7 @@ struct CompatFinding {
   std::string why;          // why Trainium differs
   std::string fix;          // what to do instead
   bool fails_on_trainium;   // false: it runs, but the numbers change (int64 narrowing)
+  bool beyond_int32 = false;  // int64 values here can leave the int32 range, so narrowing changes results
   std::string op_name;      // framework op, from the metadata
   std::string source_file;  // the user's code, from the metadata
   int source_line = 0;

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 #include <string>
 #include <tuple>
@@ -228,6 +229,70 @@ TEST(AnalyzeHloModule, UnlocatedFindingOnlyWhenNothingLocatesTheCheck) {
       1, {MakeInstruction(1, "parameter", f64), MakeInstruction(2, "copy", f64, {1})}, 2)});
   EXPECT_EQ(Located(Analyze(unlocated, false, false)),
             (std::set<std::tuple<std::string, std::string, int>>{{"float64", "", 0}}));
+}
+
+// An s64 constant instruction holding `values`, at a.py:`line`.
+std::string Int64Constant(int64_t id, std::initializer_list<int64_t> values, int line) {
+  std::string packed;
+  for (int64_t v : values) AppendVarint(&packed, static_cast<uint64_t>(v));
+  std::string literal;
+  AppendBytesField(&literal, 5, packed);  // LiteralProto.s64s
+  std::string extra = At("a.py", line);
+  AppendBytesField(&extra, 8, literal);  // HloInstructionProto.literal
+  return MakeInstruction(id, "constant", ArrayShape(kS64, {static_cast<int64_t>(values.size())}), {}, extra);
+}
+
+// parameter(1) * constant(2) -> multiply(3) at a.py:7, then compare(4) and a select(5) of it.
+std::string Int64Product(std::initializer_list<int64_t> constant) {
+  const std::string s64 = ArrayShape(kS64, {static_cast<int64_t>(constant.size())});
+  const std::string pred = ArrayShape(kPred, {static_cast<int64_t>(constant.size())});
+  return MakeModule({MakeComputation(
+      1, {MakeInstruction(1, "parameter", s64), Int64Constant(2, constant, 6),
+          MakeInstruction(3, "multiply", s64, {1, 2}, At("a.py", 7)),
+          MakeInstruction(4, "compare", pred, {3, 1}, At("a.py", 8)),
+          MakeInstruction(5, "select", s64, {4, 1, 1}, At("a.py", 9))},
+      5)});
+}
+
+std::map<int, bool> BeyondInt32ByLine(const std::vector<CompatFinding>& findings) {
+  std::map<int, bool> out;
+  for (const CompatFinding& f : findings) {
+    EXPECT_EQ(f.check, "int64-narrowed");
+    out[f.source_line] = f.beyond_int32;
+  }
+  return out;
+}
+
+TEST(AnalyzeHloModule, Int64WithinInt32IsNotBeyondIt) {
+  EXPECT_EQ(BeyondInt32ByLine(Analyze(Int64Product({3, -2147483648LL, 2147483647LL}), false, false)),
+            (std::map<int, bool>{{6, false}, {7, false}, {9, false}}));
+}
+
+TEST(AnalyzeHloModule, Int64ConstantsBeyondInt32AndWhatTheyMakeAreBeyondIt) {
+  // The select takes only the parameter and a predicate: its values stay what the caller sent.
+  for (int64_t big : std::vector<int64_t>{int64_t{1} << 40, -2147483649LL, 2147483648LL}) {
+    EXPECT_EQ(BeyondInt32ByLine(Analyze(Int64Product({1, big}), false, false)),
+              (std::map<int, bool>{{6, true}, {7, true}, {9, false}}))
+        << big;
+  }
+}
+
+TEST(AnalyzeHloModule, Int64BeyondInt32ComesOutOfACalledComputation) {
+  // A fusion whose body multiplies by 2^40 makes values beyond int32 at its call site.
+  const std::string s64 = ArrayShape(kS64, {1});
+  std::string calls;
+  AppendVarintField(&calls, proto::kInstructionCalledComputationIds, 1);
+  const std::string module = MakeModule({
+      MakeComputation(1, {MakeInstruction(1, "parameter", s64), Int64Constant(2, {int64_t{1} << 40}, 3),
+                          MakeInstruction(3, "multiply", s64, {1, 2})}, 3),
+      MakeComputation(2, {MakeInstruction(10, "parameter", s64),
+                          MakeInstruction(11, "fusion", s64, {10}, At("b.py", 4) + calls),
+                          MakeInstruction(12, "add", s64, {11, 10}, At("b.py", 5))}, 12)});
+  std::map<std::pair<std::string, int>, bool> beyond;
+  for (const CompatFinding& f : Analyze(module, false, false)) beyond[{f.source_file, f.source_line}] = f.beyond_int32;
+  EXPECT_TRUE((beyond[{"b.py", 4}]));
+  EXPECT_TRUE((beyond[{"b.py", 5}]));
+  EXPECT_TRUE((beyond[{"a.py", 3}]));
 }
 
 TEST(AnalyzeHloModule, DynamicDimensionPackedOrNot) {
