@@ -63,7 +63,7 @@ def test_every_api_slot_is_non_null(plugin_api):
 @pytest.mark.parametrize("fn", [
     "PJRT_Client_DmaMap",
     "PJRT_Client_CreateViewOfDeviceBuffer",
-    "PJRT_Client_CreateBuffersForAsyncHostToDevice",
+    "PJRT_CopyToDeviceStream_TotalBytes",
     "PJRT_Client_CreateAliasBuffer",
 ])
 def test_not_implemented_slot_returns_unimplemented_naming_the_function(plugin_api, client, fn):

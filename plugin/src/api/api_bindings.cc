@@ -40,6 +40,7 @@ const PJRT_Api* BuildApi() {
     BindLoadedExecutables(&table);
     BindTopology(&table);
     BindExecuteContexts(&table);
+    BindTransferManagers(&table);
     BindStubs(&table);
     return table;
   }();

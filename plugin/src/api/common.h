@@ -95,6 +95,7 @@ void BindExecutables(PJRT_Api* api);
 void BindLoadedExecutables(PJRT_Api* api);
 void BindTopology(PJRT_Api* api);
 void BindExecuteContexts(PJRT_Api* api);
+void BindTransferManagers(PJRT_Api* api);
 void BindStubs(PJRT_Api* api);
 
 }  // namespace pjrt_neuron::api

@@ -216,6 +216,28 @@ StatusOr<std::unique_ptr<Buffer>> Client::BufferFromHost(Memory* memory, engine:
   return std::make_unique<Buffer>(device, std::move(transfer->buffer), charged);
 }
 
+StatusOr<std::unique_ptr<TransferManager>> Client::CreateTransferManager(
+    Memory* memory, const std::vector<engine::ShapeSpec>& shapes) {
+  Device* device = memory->device();
+  PN_RETURN_IF_ERROR(CheckAddressable(*device));
+  std::vector<int64_t> charges;
+  int64_t total = 0;
+  for (const engine::ShapeSpec& shape : shapes) {
+    for (int64_t d : shape.dims) {
+      if (d < 0) return InvalidArgument("shape dimensions must not be negative");
+    }
+    charges.push_back(memory->is_hbm() ? DenseSizeInBytes(shape.type, shape.dims) : 0);
+    total += charges.back();
+  }
+  PN_RETURN_IF_ERROR(device->Charge(total, "a transfer manager's " + std::to_string(shapes.size()) + " buffer(s)"));
+  auto engine_manager = engine_->CreateTransferManager(device->core(), shapes, memory->kind());
+  if (!engine_manager.ok()) {
+    device->Release(total);
+    return engine_manager.status();
+  }
+  return std::make_unique<TransferManager>(this, memory, std::move(engine_manager.value()), std::move(charges));
+}
+
 StatusOr<std::unique_ptr<Buffer>> Client::CreateUninitializedBuffer(Device* device, PJRT_Buffer_Type type,
                                                                     const std::vector<int64_t>& dims) {
   PN_RETURN_IF_ERROR(CheckAddressable(*device));

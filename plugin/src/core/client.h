@@ -14,6 +14,7 @@
 #include "core/executable.h"
 #include "core/tagged.h"
 #include "core/topology.h"
+#include "core/transfer_manager.h"
 #include "engine/engine.h"
 
 namespace pjrt_neuron::core {
@@ -39,6 +40,9 @@ class Client : public Tagged<0x4e434c49> {
   StatusOr<std::unique_ptr<Buffer>> CreateUninitializedBuffer(Device* device, PJRT_Buffer_Type type,
                                                               const std::vector<int64_t>& dims);
   StatusOr<std::unique_ptr<Buffer>> CopyToMemory(Buffer& source, Memory* destination);
+  // Buffers of `shapes` on `memory`, to be filled piecewise; HBM is charged here.
+  StatusOr<std::unique_ptr<TransferManager>> CreateTransferManager(Memory* memory,
+                                                                   const std::vector<engine::ShapeSpec>& shapes);
   StatusOr<std::unique_ptr<LoadedExecutable>> Compile(const engine::Program& program, const std::string& options);
   StatusOr<std::unique_ptr<LoadedExecutable>> Deserialize(const std::string& bytes,
                                                           const std::string* overridden_options);

@@ -96,6 +96,24 @@ struct ExecuteResult {
   std::vector<EventRef> completions;                           // [device]
 };
 
+struct ShapeSpec {
+  PJRT_Buffer_Type type = PJRT_Buffer_Type_INVALID;
+  std::vector<int64_t> dims;
+};
+
+// Buffers filled piecewise from the host (PJRT_AsyncHostToDeviceTransferManager).
+class TransferManager {
+ public:
+  virtual ~TransferManager() = default;
+  virtual size_t buffer_count() = 0;
+  virtual StatusOr<size_t> BufferSize(int index) = 0;
+  // Copies `size` bytes to `offset` of buffer `index`; the event fires when `data` may be reused.
+  virtual StatusOr<EventRef> TransferData(int index, const void* data, int64_t offset, int64_t size, bool last) = 0;
+  // The buffer, ready once its last transfer is done (or failed by SetBufferError).
+  virtual StatusOr<std::unique_ptr<Buffer>> RetrieveBuffer(int index) = 0;
+  virtual Status SetBufferError(int index, ErrorCode code, const std::string& message) = 0;
+};
+
 struct CompiledMemoryStats {
   int64_t generated_code_size_in_bytes = 0;
   int64_t argument_size_in_bytes = 0;
@@ -170,6 +188,10 @@ class Engine {
   virtual StatusOr<std::unique_ptr<Executable>> Deserialize(const std::string& bytes,
                                                             const std::string* overridden_options) = 0;
   virtual StatusOr<std::vector<int>> DefaultDeviceAssignment(int num_replicas, int num_partitions) = 0;
+  virtual StatusOr<std::unique_ptr<TransferManager>> CreateTransferManager(int core, const std::vector<ShapeSpec>& shapes,
+                                                                            const std::string& memory_kind) {
+    return Status(ErrorCode::kUnimplemented, "this engine has no asynchronous host-to-device transfers");
+  }
   // The HBM figures of one core as the hardware counts them; UNIMPLEMENTED where the engine
   // has none (the simulator: core's own accounting is exact there).
   virtual StatusOr<CoreMemoryStats> CoreMemory(int core) {

@@ -646,6 +646,9 @@ class SimEngine : public Engine {
     return Wrap(args.buffer);
   }
 
+  StatusOr<std::unique_ptr<TransferManager>> CreateTransferManager(int core, const std::vector<ShapeSpec>& shapes,
+                                                                    const std::string& memory_kind) override;
+
   StatusOr<std::unique_ptr<Executable>> Compile(const Program& program, const std::string& options) override {
     PJRT_Program inner_program;
     std::memset(&inner_program, 0, sizeof(inner_program));
@@ -852,6 +855,79 @@ Status SimExecutable::Init() {
     addressable_cores_.push_back(engine_->CoreOf(devices.addressable_devices[i]));
   }
   return Status::Ok();
+}
+
+// The engine's own transfer manager; its buffers are wrapped as they are retrieved.
+class SimTransferManager : public TransferManager {
+ public:
+  SimTransferManager(SimEngine* engine, PJRT_AsyncHostToDeviceTransferManager* manager, size_t count)
+      : engine_(engine), api_(engine->api()), manager_(manager), count_(count) {}
+  ~SimTransferManager() override {
+    INNER_ARGS(PJRT_AsyncHostToDeviceTransferManager_Destroy_Args, args);
+    args.transfer_manager = manager_;
+    TakeError(api_, api_->PJRT_AsyncHostToDeviceTransferManager_Destroy(&args));
+  }
+  size_t buffer_count() override { return count_; }
+  StatusOr<size_t> BufferSize(int index) override {
+    INNER_ARGS(PJRT_AsyncHostToDeviceTransferManager_BufferSize_Args, args);
+    args.transfer_manager = manager_;
+    args.buffer_index = index;
+    PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_AsyncHostToDeviceTransferManager_BufferSize(&args)));
+    return args.buffer_size;
+  }
+  StatusOr<EventRef> TransferData(int index, const void* data, int64_t offset, int64_t size, bool last) override {
+    INNER_ARGS(PJRT_AsyncHostToDeviceTransferManager_TransferData_Args, args);
+    args.transfer_manager = manager_;
+    args.buffer_index = index;
+    args.data = data;
+    args.offset = offset;
+    args.transfer_size = size;
+    args.is_last_transfer = last;
+    PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_AsyncHostToDeviceTransferManager_TransferData(&args)));
+    return WrapEvent(api_, args.done_with_h2d_transfer);
+  }
+  StatusOr<std::unique_ptr<Buffer>> RetrieveBuffer(int index) override {
+    INNER_ARGS(PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer_Args, args);
+    args.transfer_manager = manager_;
+    args.buffer_index = index;
+    PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer(&args)));
+    return engine_->Wrap(args.buffer_out);
+  }
+  Status SetBufferError(int index, ErrorCode code, const std::string& message) override {
+    INNER_ARGS(PJRT_AsyncHostToDeviceTransferManager_SetBufferError_Args, args);
+    args.transfer_manager = manager_;
+    args.buffer_index = index;
+    args.error_code = static_cast<PJRT_Error_Code>(code);
+    args.error_message = message.data();
+    args.error_message_size = message.size();
+    return TakeError(api_, api_->PJRT_AsyncHostToDeviceTransferManager_SetBufferError(&args));
+  }
+
+ private:
+  SimEngine* engine_;
+  const PJRT_Api* api_;
+  PJRT_AsyncHostToDeviceTransferManager* manager_;
+  size_t count_;
+};
+
+StatusOr<std::unique_ptr<TransferManager>> SimEngine::CreateTransferManager(int core,
+                                                                             const std::vector<ShapeSpec>& shapes,
+                                                                             const std::string& memory_kind) {
+  std::vector<PJRT_ShapeSpec> specs(shapes.size());
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    std::memset(&specs[i], 0, sizeof(specs[i]));
+    specs[i].struct_size = PJRT_ShapeSpec_STRUCT_SIZE;
+    specs[i].dims = shapes[i].dims.data();
+    specs[i].num_dims = shapes[i].dims.size();
+    specs[i].element_type = shapes[i].type;
+  }
+  INNER_ARGS(PJRT_Client_CreateBuffersForAsyncHostToDevice_Args, args);
+  args.client = client_;
+  args.shape_specs = specs.data();
+  args.num_shape_specs = specs.size();
+  PN_ASSIGN_OR_RETURN(args.memory, memory(core, memory_kind));
+  PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Client_CreateBuffersForAsyncHostToDevice(&args)));
+  return std::unique_ptr<TransferManager>(new SimTransferManager(this, args.transfer_manager, shapes.size()));
 }
 
 StatusOr<ExecuteResult> SimExecutable::Execute(const std::vector<std::vector<Buffer*>>& args,
