@@ -77,7 +77,7 @@ def run(launcher: list[str], device: str, args) -> float:
 
 
 def transfer_times(platform: str, processes: int, mib: str) -> dict:
-    """Median round-trip milliseconds by size, as process 0 of `processes` measured them."""
+    """Process 0's report: median round-trip milliseconds by size, and per-call microseconds."""
     env = clean_env(JAX_PLATFORMS=platform)
     coordinator = f"127.0.0.1:{free_port()}"
     workers = [subprocess.Popen([sys.executable, str(TRANSFER_WORKER), "--process-id", str(i), "--num-processes",
@@ -87,17 +87,24 @@ def transfer_times(platform: str, processes: int, mib: str) -> dict:
     outputs = [w.communicate(timeout=600) for w in workers]
     if any(w.returncode != 0 for w in workers):
         sys.exit(f"transfer workers on {platform} failed:\n" + "\n".join(err[-3000:] for _, err in outputs))
-    return json.loads(outputs[0][0].strip().splitlines()[-1])["milliseconds"]
+    return json.loads(outputs[0][0].strip().splitlines()[-1])
 
 
 def print_transfers(mib: str):
     cpu = transfer_times("cpu", 1, mib)
-    rows = {"NEURON, 1 process": transfer_times("neuron", 1, mib),
-            "NEURON, 2 processes": transfer_times("neuron", 2, mib)}
+    reports = {"NEURON, 1 process": transfer_times("neuron", 1, mib),
+               "NEURON, 2 processes": transfer_times("neuron", 2, mib)}
+    rows = {name: report["milliseconds"] for name, report in reports.items()}
     print("host -> device -> host round trip (JAX), median ms and ratio to the CPU backend:")
-    for size, reference in cpu.items():
+    for size, reference in cpu["milliseconds"].items():
         cells = ", ".join(f"{name} {times[size]:.2f} ms ({times[size] / reference:.2f})" for name, times in rows.items())
         print(f"  {size:>4s} MiB: CPU backend {reference:.2f} ms; {cells}", flush=True)
+    # In-process against through the instance daemon (2 processes): what each small call costs.
+    print("small calls (JAX), median us per call; ratio = 2 processes (through the daemon) / 1 process:")
+    one, two = reports["NEURON, 1 process"]["per_call_us"], reports["NEURON, 2 processes"]["per_call_us"]
+    for name, reference in cpu["per_call_us"].items():
+        print(f"  {name:15s} CPU backend {reference:8.1f} us; NEURON 1 process {one[name]:8.1f} us; "
+              f"NEURON 2 processes {two[name]:8.1f} us (ratio {two[name] / one[name]:.2f})", flush=True)
 
 
 def main(argv=None):
@@ -107,9 +114,12 @@ def main(argv=None):
     parser.add_argument("--hidden", type=int, default=128, help="hidden layer width (more compute per step)")
     parser.add_argument("--repeats", type=int, default=2, help="runs per configuration; the median is shown")
     parser.add_argument("--transfer-mib", default="16,64", help="round-trip sizes in MiB; empty to skip")
+    parser.add_argument("--transfers-only", action="store_true", help="skip the training runs")
     args = parser.parse_args(argv)
     if args.transfer_mib:
         print_transfers(args.transfer_mib)
+    if args.transfers_only:
+        return
 
     one = [sys.executable]
     two = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={free_port()}"]

@@ -2,7 +2,10 @@
 
 Times host -> device -> host round trips (device_put, block_until_ready, np.asarray) of arrays
 of the given sizes on this process's first device, and prints one JSON line from process 0:
-{"platform": ..., "processes": N, "milliseconds": {"MiB": median ms}}.
+{"platform": ..., "processes": N, "milliseconds": {"MiB": median ms}, "per_call_us": {...}}.
+per_call_us holds the median microseconds of small calls: a jitted 8-element add and its
+wait ("execute"), and a 4 KiB device_put and its wait ("upload 4 KiB") and np.asarray back
+("download 4 KiB").
 With --num-processes 2 the processes join with jax.distributed.initialize first, so on NEURON
 every transfer goes through the instance daemon.
 """
@@ -41,9 +44,41 @@ def main():
             assert back[-1] == 1.0
             on_device.delete()
         milliseconds[str(mib)] = statistics.median(times) * 1e3
+    per_call_us = small_calls(device, args.repeats)
     if args.process_id == 0:
-        print(json.dumps({"platform": device.platform, "processes": args.num_processes, "milliseconds": milliseconds}),
-              flush=True)
+        print(json.dumps({"platform": device.platform, "processes": args.num_processes, "milliseconds": milliseconds,
+                          "per_call_us": per_call_us}), flush=True)
+
+
+def small_calls(device, repeats: int, number: int = 200) -> dict:
+    """Median microseconds per small call (see the module docstring)."""
+    small = jax.device_put(np.ones(8, np.float32), device)
+    add = jax.jit(lambda x: x + 1)
+    add(small).block_until_ready()
+    host = np.ones(1024, np.float32)
+    placed = [jax.device_put(host, device).block_until_ready() for _ in range(number)]
+
+    def execute():
+        add(small).block_until_ready()
+
+    def upload():
+        jax.device_put(host, device).block_until_ready()
+
+    def download():  # a fresh array each call: np.asarray caches its result
+        np.asarray(placed.pop())
+
+    out = {}
+    for name, fn in (("execute", execute), ("upload 4 KiB", upload), ("download 4 KiB", download)):
+        samples = []
+        for _ in range(repeats):
+            if name.startswith("download"):
+                placed[:] = [jax.device_put(host, device).block_until_ready() for _ in range(number)]
+            start = time.perf_counter()
+            for _ in range(number):
+                fn()
+            samples.append((time.perf_counter() - start) / number * 1e6)
+        out[name] = statistics.median(samples)
+    return out
 
 
 if __name__ == "__main__":

@@ -109,7 +109,6 @@ PN_ENTRY(LoadedExecutable_Execute) {
   if (args->num_devices > 0 && has_outputs && args->output_lists == nullptr) {
     return InvalidArgument("`output_lists` is null");
   }
-  std::vector<std::vector<core::Buffer*>> arguments(args->num_devices);
   for (size_t d = 0; d < args->num_devices; ++d) {
     if (args->num_args > 0 && args->argument_lists[d] == nullptr) {
       return InvalidArgument("argument list " + std::to_string(d) + " is null");
@@ -117,11 +116,10 @@ PN_ENTRY(LoadedExecutable_Execute) {
     if (has_outputs && args->output_lists[d] == nullptr) {
       return InvalidArgument("output list " + std::to_string(d) + " is null");
     }
-    if (args->num_args > 0) {
-      const auto* list = reinterpret_cast<core::Buffer* const*>(args->argument_lists[d]);
-      arguments[d].assign(list, list + args->num_args);
-    }
   }
+  // Handles are the core objects' addresses (Wrap), so the caller's lists are read in place.
+  core::ArgumentLists arguments{reinterpret_cast<core::Buffer* const* const*>(args->argument_lists),
+                                args->num_devices, args->num_args};
   PN_ASSIGN_OR_RETURN(core::ExecuteResult result, loaded->Execute(arguments, options, only_device));
   for (size_t d = 0; d < result.outputs.size(); ++d) {
     for (size_t o = 0; o < result.outputs[d].size(); ++o) {

@@ -20,8 +20,7 @@ StatusOr<std::string> LoadedExecutable::SerializedDeviceAssignment() {
 }
 
 // Graph collection: outputs of the right shapes, never computed.
-StatusOr<ExecuteResult> LoadedExecutable::RecordOnlyResult(const std::vector<std::vector<Buffer*>>& args,
-                                                           Device* only_device) {
+StatusOr<ExecuteResult> LoadedExecutable::RecordOnlyResult(const ArgumentLists& args, Device* only_device) {
   ExecuteResult result;
   for (size_t d = 0; d < args.size(); ++d) {
     Device* device = only_device != nullptr ? only_device : addressable_devices().at(d);
@@ -58,8 +57,8 @@ const LoadedExecutable::HbmPlan& LoadedExecutable::hbm_plan() {
   return hbm_plan_;
 }
 
-StatusOr<ExecuteResult> LoadedExecutable::Execute(const std::vector<std::vector<Buffer*>>& args,
-                                                  const engine::ExecuteOptions& options, Device* only_device) {
+StatusOr<ExecuteResult> LoadedExecutable::Execute(const ArgumentLists& args, const engine::ExecuteOptions& options,
+                                                  Device* only_device) {
   if (deleted_) return FailedPrecondition("the executable has been deleted (PJRT_LoadedExecutable_Delete)");
   if (record_only_) return RecordOnlyResult(args, only_device);
   const auto& devices = addressable_devices();
@@ -74,14 +73,10 @@ StatusOr<ExecuteResult> LoadedExecutable::Execute(const std::vector<std::vector<
   auto target = [&](size_t d) { return only_device != nullptr ? only_device : devices[d]; };
   std::vector<std::vector<engine::Buffer*>> engine_args(args.size());
   for (size_t d = 0; d < args.size(); ++d) {
-    if (d > 0 && args[d].size() != args[0].size()) {
-      return InvalidArgument("argument list " + std::to_string(d) + " has " + std::to_string(args[d].size()) +
-                             " buffers, list 0 has " + std::to_string(args[0].size()));
-    }
     Device* expected = target(d);
-    engine_args[d].reserve(args[d].size());
-    for (size_t i = 0; i < args[d].size(); ++i) {
-      Buffer* b = args[d][i];
+    engine_args[d].reserve(args.num_args);
+    for (size_t i = 0; i < args.num_args; ++i) {
+      Buffer* b = args.at(d, i);
       if (!IsLiveHandle(b)) return InvalidArgument("argument " + std::to_string(i) + " is not a live buffer");
       if (b->device()->client() != client_) {
         return InvalidArgument("argument " + std::to_string(i) + " belongs to another client");
@@ -109,8 +104,8 @@ StatusOr<ExecuteResult> LoadedExecutable::Execute(const std::vector<std::vector<
     ReportExecution(estimate_id_, device_ids, start_us, NowMicros());
   }
   if (plan.may_donate) {
-    for (const auto& list : args) {
-      for (Buffer* b : list) b->IsDeleted();  // donated inputs stop counting against HBM
+    for (size_t d = 0; d < args.size(); ++d) {
+      for (size_t i = 0; i < args.num_args; ++i) args.at(d, i)->IsDeleted();  // donated inputs stop counting against HBM
     }
   }
   if (!run.ok()) return run.status();

@@ -63,6 +63,15 @@ class Executable : public Tagged<0x4e455845> {
   std::shared_ptr<CompiledProgram> program_;
 };
 
+// Argument lists as the C API passes them, not copied: at(d, i) is argument i on device d.
+struct ArgumentLists {
+  Buffer* const* const* lists = nullptr;  // may be null when num_args is 0
+  size_t num_lists = 0;
+  size_t num_args = 0;
+  size_t size() const { return num_lists; }
+  Buffer* at(size_t d, size_t i) const { return lists[d][i]; }
+};
+
 struct ExecuteResult {
   std::vector<std::vector<std::unique_ptr<Buffer>>> outputs;
   std::vector<std::unique_ptr<Event>> completions;
@@ -78,9 +87,9 @@ class LoadedExecutable : public Tagged<0x4e4c4558> {
   const std::vector<Device*>& addressable_devices() const { return program_->addressable_devices(); }
   // The program's device assignment with our device ids (not the engine's).
   StatusOr<std::string> SerializedDeviceAssignment();
-  // args[d][i]; `only_device` runs a single-device program on that device.
-  StatusOr<ExecuteResult> Execute(const std::vector<std::vector<Buffer*>>& args,
-                                  const engine::ExecuteOptions& options, Device* only_device);
+  // `only_device` runs a single-device program on that device.
+  StatusOr<ExecuteResult> Execute(const ArgumentLists& args, const engine::ExecuteOptions& options,
+                                  Device* only_device);
   // After Delete only IsDeleted and destruction are allowed; the engine may not track it.
   void Delete();
   bool IsDeleted() const { return deleted_; }
@@ -98,7 +107,7 @@ class LoadedExecutable : public Tagged<0x4e4c4558> {
     std::string purpose;     // names the run in an out-of-HBM message
   };
   const HbmPlan& hbm_plan();
-  StatusOr<ExecuteResult> RecordOnlyResult(const std::vector<std::vector<Buffer*>>& args, Device* only_device);
+  StatusOr<ExecuteResult> RecordOnlyResult(const ArgumentLists& args, Device* only_device);
   engine::Executable& engine_executable() { return program_->engine_executable(); }
   Client* client_;
   std::shared_ptr<CompiledProgram> program_;

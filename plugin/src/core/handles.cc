@@ -1,16 +1,77 @@
-// The registry of live handle objects (tagged.h).
-#include <map>
+// The registry of live handle objects (tagged.h): an open-addressing hash table of
+// (address, kind), so registering, checking and unregistering a handle, done several times on
+// every execution, allocate nothing and touch one or two cache lines.
+#include <cstddef>
 #include <mutex>
+#include <vector>
 
 #include "core/tagged.h"
 
 namespace pjrt_neuron::core::handles {
 namespace {
 
+struct Slot {
+  const void* object = nullptr;  // nullptr: empty
+  uint32_t kind = 0;             // with object == kTombstone: a removed entry
+};
+const void* const kTombstone = reinterpret_cast<const void*>(uintptr_t{1});
+
+class Table {
+ public:
+  void Insert(const void* object, uint32_t kind) {
+    if ((used_ + 1) * 2 > slots_.size()) Rehash(slots_.size() < 64 ? 128 : (live_ + 1) * 4);
+    for (size_t i = Home(object);; i = Next(i)) {
+      if (slots_[i].object == nullptr || slots_[i].object == kTombstone) {
+        if (slots_[i].object == nullptr) ++used_;
+        slots_[i] = Slot{object, kind};
+        ++live_;
+        return;
+      }
+    }
+  }
+  void Erase(const void* object, uint32_t kind) {
+    if (slots_.empty()) return;
+    for (size_t i = Home(object); slots_[i].object != nullptr; i = Next(i)) {
+      if (slots_[i].object == object && slots_[i].kind == kind) {
+        slots_[i].object = kTombstone;
+        --live_;
+        return;
+      }
+    }
+  }
+  // The first kind found at `object` (0: none), or whether `kind` is there when kind != 0.
+  uint32_t Find(const void* object, uint32_t kind) const {
+    if (slots_.empty() || object == nullptr || object == kTombstone) return 0;
+    for (size_t i = Home(object); slots_[i].object != nullptr; i = Next(i)) {
+      if (slots_[i].object == object && (kind == 0 || slots_[i].kind == kind)) return slots_[i].kind;
+    }
+    return 0;
+  }
+
+ private:
+  size_t Home(const void* object) const {
+    uint64_t h = reinterpret_cast<uintptr_t>(object) * 0x9e3779b97f4a7c15ull;
+    return static_cast<size_t>(h >> 32) & (slots_.size() - 1);
+  }
+  size_t Next(size_t i) const { return (i + 1) & (slots_.size() - 1); }
+  void Rehash(size_t at_least) {
+    size_t capacity = 1;
+    while (capacity < at_least) capacity <<= 1;
+    std::vector<Slot> old(capacity);
+    old.swap(slots_);
+    used_ = live_ = 0;
+    for (const Slot& slot : old) {
+      if (slot.object != nullptr && slot.object != kTombstone) Insert(slot.object, slot.kind);
+    }
+  }
+  std::vector<Slot> slots_;  // a power of two long
+  size_t used_ = 0;          // live entries and tombstones
+  size_t live_ = 0;
+};
+
 std::mutex mutex;
-// One address may hold several kinds at once: an object and its first member.
-std::multimap<const void*, uint32_t>& Live() {
-  static auto* live = new std::multimap<const void*, uint32_t>();  // outlives static destructors
+Table& Live() {
+  static auto* live = new Table();  // outlives static destructors
   return *live;
 }
 
@@ -18,33 +79,22 @@ std::multimap<const void*, uint32_t>& Live() {
 
 void Register(const void* object, uint32_t kind) {
   std::lock_guard<std::mutex> lock(mutex);
-  Live().emplace(object, kind);
+  Live().Insert(object, kind);
 }
 
 void Unregister(const void* object, uint32_t kind) {
   std::lock_guard<std::mutex> lock(mutex);
-  auto [first, last] = Live().equal_range(object);
-  for (auto it = first; it != last; ++it) {
-    if (it->second == kind) {
-      Live().erase(it);
-      return;
-    }
-  }
+  Live().Erase(object, kind);
 }
 
 bool IsLive(const void* object, uint32_t kind) {
   std::lock_guard<std::mutex> lock(mutex);
-  auto [first, last] = Live().equal_range(object);
-  for (auto it = first; it != last; ++it) {
-    if (it->second == kind) return true;
-  }
-  return false;
+  return Live().Find(object, kind) != 0;
 }
 
 uint32_t LiveKind(const void* object) {
   std::lock_guard<std::mutex> lock(mutex);
-  auto it = Live().find(object);
-  return it == Live().end() ? 0 : it->second;
+  return Live().Find(object, 0);
 }
 
 const char* KindName(uint32_t kind) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <vector>
 
 #include "core/tagged.h"
 
@@ -59,6 +60,25 @@ TEST(Handles, ACopyIsLiveOnItsOwnAndOutlivesTheOriginal) {
   EXPECT_FALSE(IsLiveHandle(gone));
   EXPECT_TRUE(IsLiveHandle(&copy));
   EXPECT_EQ(copy.seeds, 3);
+}
+
+TEST(Handles, ManyObjectsComeAndGoAndEachIsToldApart) {
+  // Enough to grow the table several times and to leave removed entries between live ones.
+  std::vector<std::unique_ptr<Apple>> apples;
+  for (int i = 0; i < 20000; ++i) apples.push_back(std::make_unique<Apple>());
+  std::vector<const Apple*> gone;
+  for (size_t i = 0; i < apples.size(); i += 2) {
+    gone.push_back(apples[i].get());
+    apples[i].reset();
+  }
+  std::vector<std::unique_ptr<Pear>> pears;
+  for (int i = 0; i < 5000; ++i) pears.push_back(std::make_unique<Pear>());
+  for (size_t i = 1; i < apples.size(); i += 2) ASSERT_TRUE(IsLiveHandle(apples[i].get()));
+  for (const auto& pear : pears) ASSERT_TRUE(IsLiveHandle(pear.get()));
+  for (const Apple* handle : gone) {
+    // A freed address may have been reused by a pear, never by a live apple.
+    ASSERT_FALSE(IsLiveHandle(handle));
+  }
 }
 
 }  // namespace
