@@ -69,6 +69,7 @@ std::string ReportProgramCost(const engine::Program& program, engine::Executable
       .Field("num_replicas", executable.num_replicas())
       .Field("num_partitions", executable.num_partitions())
       .Key("cost");
+  // The cost is a JSON object already: it goes in as the last member's value.
   std::string text = line.text() + hlo::ProgramCostJson(cost.value()) + "}";
   AppendLine(path, text);
   return id;
