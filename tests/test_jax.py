@@ -553,6 +553,28 @@ def test_empty_results_under_vmap_grad_pmap_and_shard_map(neuron, cpu):
     assert_same(got, want)
 
 
+def test_profiler_trace_has_a_line_per_neuroncore_and_a_span_per_execution(neuron, tmp_path):
+    f = jax.jit(lambda x: jnp.tanh(x @ x.T).sum())
+    xs = [jax.device_put(np.ones((16, 16), np.float32), d) for d in neuron]
+    for x in xs:
+        f(x).block_until_ready()  # compiled outside the trace
+    with jax.profiler.trace(str(tmp_path)):
+        for _ in range(3):
+            f(xs[0]).block_until_ready()
+        f(xs[1]).block_until_ready()
+    (path,) = tmp_path.glob("**/*.xplane.pb")
+    planes = {p.name: p for p in jax.profiler.ProfileData.from_file(str(path)).planes}
+    spans = {}
+    for name in ("/device:NEURON:0", "/device:NEURON:1"):
+        (line,) = planes[name].lines
+        spans[name] = [e for e in line.events]
+        assert all(e.name == "jit__lambda" and e.duration_ns > 0 for e in spans[name])
+    assert [len(v) for v in spans.values()] == [3, 1]
+    # Spans of one core follow each other in time.
+    starts = [e.start_ns for e in spans["/device:NEURON:0"]]
+    assert starts == sorted(starts)
+
+
 def test_devices_have_tpu_style_coords(neuron):
     assert [d.coords for d in neuron] == [[0, 0, 0], [0, 0, 0]]
 

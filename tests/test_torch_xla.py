@@ -81,6 +81,7 @@ def _jobs() -> dict:
                                    PJRT_NEURON_ENGINE_LIBRARY=_cli("engine-path"))),
         "resize_neuron": Job(_script("resize.py"), _env(PJRT_DEVICE="NEURON")),
         "resize_cpu": Job(_script("resize.py"), _env(PJRT_DEVICE="CPU", CPU_NUM_DEVICES="1")),
+        "profile_neuron": Job(_script("profile_trace.py"), _env(PJRT_DEVICE="NEURON")),
         "plugin_selection": Job(_script("plugin_selection.py"), _env(XLA_REGISTER_INSTALLED_PLUGINS="0")),
         "jax_example_neuron": Job(jax_example, _env(JAX_PLATFORMS="neuron")),
         "jax_example_cpu": Job(jax_example, _env(JAX_PLATFORMS="cpu")),
@@ -149,6 +150,21 @@ def test_unet_training_steps_with_upsampling_match_cpu(results):
     assert len(neuron) == len(cpu) == 3
     assert neuron == pytest.approx(cpu, rel=1e-5, abs=1e-6)
     assert neuron[-1] < neuron[0]
+
+
+# ---------------------------------------------------------------- profiler
+
+
+@uses("profile_neuron")
+def test_profiler_trace_has_a_span_per_execution_and_no_startup_warning(results):
+    run = results["profile_neuron"]
+    out = run.json()
+    assert out["device_type"] == "NEURON" and out["files"] == 1
+    # Three steps ran on core 0 and nothing on core 1.
+    assert list(out["planes"]) == ["/device:NEURON:0"], out["planes"]
+    events = out["planes"]["/device:NEURON:0"]
+    assert len(events) == 3 and all(e.startswith("SyncTensorsGraph") for e in events), events
+    assert "Profiler API not found" not in run.stderr
 
 
 # ---------------------------------------------------------------- transfers

@@ -96,6 +96,8 @@ void BindLoadedExecutables(PJRT_Api* api);
 void BindTopology(PJRT_Api* api);
 void BindExecuteContexts(PJRT_Api* api);
 void BindTransferManagers(PJRT_Api* api);
+// The head of the plugin's extension chain (PJRT_Api.extension_start).
+PJRT_Extension_Base* ProfilerExtension();
 void BindStubs(PJRT_Api* api);
 
 }  // namespace pjrt_neuron::api

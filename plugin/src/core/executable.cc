@@ -3,6 +3,7 @@
 
 #include "core/client.h"
 #include "core/estimate_report.h"
+#include "core/profiler.h"
 #include "core/sizes.h"
 #include "hlo/compile_options.h"
 
@@ -97,7 +98,13 @@ StatusOr<ExecuteResult> LoadedExecutable::Execute(const ArgumentLists& args, con
     for (size_t d = 0; d < args.size(); ++d) PN_RETURN_IF_ERROR(target(d)->CheckFits(plan.transient, plan.purpose));
   }
   const int64_t start_us = estimate_id_.empty() ? 0 : NowMicros();
+  const int64_t profile_start_ns = profiler::Active() ? profiler::NowNs() : 0;
   auto run = engine_executable().Execute(engine_args, options, only_device != nullptr ? only_device->core() : -1);
+  if (run.ok() && profile_start_ns != 0) {
+    for (size_t d = 0; d < run->completions.size() && d < args.size(); ++d) {
+      profiler::NoteExecution(target(d)->id(), engine_executable().name(), profile_start_ns, run->completions[d]);
+    }
+  }
   if (run.ok() && !estimate_id_.empty()) {
     std::vector<int> device_ids;
     for (size_t d = 0; d < args.size(); ++d) device_ids.push_back(target(d)->id());
