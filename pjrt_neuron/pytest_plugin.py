@@ -9,6 +9,9 @@ imports a framework:
 - otherwise a lock directory of the worker's own (``PJRT_NEURON_LOCK_DIR``), so each worker
   has a whole simulated instance to itself.
 
+With ``PJRT_NEURON_XDIST=instance`` every worker simulates a whole instance of its own, so tests
+written for the whole instance (a serial run's device count) pass unchanged under ``-n``.
+
 It does nothing outside xdist workers, when the run already chose cores
 (``NEURON_RT_VISIBLE_CORES`` or ``NEURON_RT_NUM_CORES``), or with ``PJRT_NEURON_XDIST=0``.
 """
@@ -22,6 +25,10 @@ _OFF_VALUES = ("0", "off", "false", "no")
 
 def _enabled() -> bool:
     return os.environ.get("PJRT_NEURON_XDIST", "1").lower() not in _OFF_VALUES
+
+
+def _whole_instances() -> bool:
+    return os.environ.get("PJRT_NEURON_XDIST", "1").lower() == "instance"
 
 
 def _worker() -> tuple[int, int] | None:
@@ -39,9 +46,9 @@ def _instance_cores() -> int:
     return int(instance.describe()["total_cores"])
 
 
-def plan(index: int, count: int, total_cores: int, lock_dir: str) -> dict[str, str]:
+def plan(index: int, count: int, total_cores: int, lock_dir: str, whole_instances: bool = False) -> dict[str, str]:
     """The environment a worker gets: a share of the cores, or an instance of its own."""
-    if count <= total_cores:
+    if count <= total_cores and not whole_instances:
         share = total_cores // count
         first = index * share
         cores = str(first) if share == 1 else f"{first}-{first + share - 1}"
@@ -49,10 +56,13 @@ def plan(index: int, count: int, total_cores: int, lock_dir: str) -> dict[str, s
     return {"PJRT_NEURON_LOCK_DIR": os.path.join(lock_dir, f"xdist-{os.getpid()}-gw{index}")}
 
 
-def describe_plan(count: int, total_cores: int) -> str:
+def describe_plan(count: int, total_cores: int, whole_instances: bool = False) -> str:
     from pjrt_neuron import config as settings
 
     instance_type = settings.instance_type()
+    if whole_instances:
+        return (f"pjrt-neuron: {count} xdist workers, each simulating a {instance_type} of its own "
+                "(PJRT_NEURON_XDIST=instance)")
     if count <= total_cores:
         share = total_cores // count
         return (f"pjrt-neuron: {count} xdist workers share {instance_type}: {share} NeuronCore(s) each "
@@ -79,7 +89,7 @@ def pytest_configure(config) -> None:
         config.issue_config_time_warning(
             _config_warning(f"pjrt-neuron cannot give this xdist worker its own NeuronCores: {error}"), stacklevel=2)
         return
-    os.environ.update(plan(index, count, total_cores, lock_dir))
+    os.environ.update(plan(index, count, total_cores, lock_dir, _whole_instances()))
 
 
 def _config_warning(message: str):
@@ -94,6 +104,6 @@ def pytest_report_header(config) -> str | None:
     if not isinstance(count, int) or count < 1 or not _enabled() or _chosen_by_user():
         return None
     try:
-        return describe_plan(count, _instance_cores())
+        return describe_plan(count, _instance_cores(), _whole_instances())
     except Exception as error:  # a header must never break a test run
         return f"pjrt-neuron: cannot plan NeuronCores for xdist workers: {error}"

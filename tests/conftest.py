@@ -13,6 +13,9 @@ import pytest
 
 os.environ.setdefault("JAX_PLATFORMS", "neuron,cpu")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+# The tests are written for the whole default instance: under `pytest -n`, each worker
+# simulates one of its own (the package's pytest plugin reads this).
+os.environ.setdefault("PJRT_NEURON_XDIST", "instance")
 # NeuronCores are exclusive between processes; the test session gets an instance of its own.
 os.environ["PJRT_NEURON_LOCK_DIR"] = tempfile.mkdtemp(prefix="pjrt-neuron-test-locks-")
 # A compile cache of the session's own, so no test sees another run's entries.

@@ -88,9 +88,18 @@ def test_turned_off_workers_collide_on_the_cores(tmp_path):
     assert "already in use" in output, output[-3000:]
 
 
+def test_whole_instances_give_every_worker_every_core(tmp_path):
+    run, records = _run_xdist(tmp_path, 2, PJRT_NEURON_INSTANCE_TYPE="trn1.2xlarge", PJRT_NEURON_XDIST="instance")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "2 xdist workers, each simulating a trn1.2xlarge of its own (PJRT_NEURON_XDIST=instance)" in run.stdout
+    assert len({r["worker"] for r in records}) == 2, records
+    assert all(r["cores"] == [0, 1] for r in records), records
+
+
 def test_plan_splits_cores_evenly():
     from pjrt_neuron.pytest_plugin import plan
 
     assert plan(0, 2, 32, "/locks") == {"NEURON_RT_VISIBLE_CORES": "0-15"}
     assert plan(1, 2, 32, "/locks") == {"NEURON_RT_VISIBLE_CORES": "16-31"}
     assert plan(2, 3, 2, "/locks")["PJRT_NEURON_LOCK_DIR"].startswith("/locks/xdist-")
+    assert plan(0, 2, 32, "/locks", whole_instances=True)["PJRT_NEURON_LOCK_DIR"].startswith("/locks/xdist-")

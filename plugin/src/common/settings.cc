@@ -122,7 +122,10 @@ std::vector<Setting> BuildTable() {
        {{"pjrt-neuron", "this plugin, the default"}, {"aws", "AWS's libneuronxla"}}, R::kPython},
       {Id::kXdist, "PJRT_NEURON_XDIST", K::kChoice, "1", "1",
        "the pytest plugin gives each pytest-xdist worker its own NeuronCores",
-       {{"1", "on, the default"}, {"0", "off"}, {"off", ""}, {"false", ""}, {"no", ""}}, R::kPython},
+       {{"1", "on, the default: a share of the instance's cores, or an instance of its own when workers "
+              "outnumber cores"},
+        {"instance", "each worker simulates a whole instance of its own (tests written for the whole instance)"},
+        {"0", "off"}, {"off", ""}, {"false", ""}, {"no", ""}}, R::kPython},
   };
   for (size_t i = 0; i < table.size(); ++i) {
     if (static_cast<size_t>(table[i].id) != i) std::abort();  // a row out of Id order: a build mistake
