@@ -526,6 +526,31 @@ TEST(Protocol, OutOfRangeTagsAreRefused) {
   EXPECT_EQ(DecodeReply<EmptyReply>(status_bytes).status().message(), "malformed reply from the instance daemon");
 }
 
+// Found by fuzzing (plugin/fuzz/daemon_frames_fuzzer.cc): an element type no PJRT_Buffer_Type
+// can hold was stored into one, which UBSan reports.
+TEST(Protocol, ElementTypesOutsideTheEnumAreRefused) {
+  for (int64_t type : {int64_t{2057}, int64_t{-1}, int64_t{PJRT_Buffer_Type_F4E2M1FN} + 1}) {
+    CreateUninitializedRequest create;
+    std::string bytes = EncodeRequest(create);
+    std::memcpy(&bytes[1 + sizeof(int64_t)], &type, sizeof(type));  // after op and core
+    CreateUninitializedRequest received;
+    EXPECT_EQ(DecodeRequest(bytes, &received).message(), "malformed buffer request") << type;
+    EXPECT_EQ(received.type, PJRT_Buffer_Type_INVALID);
+
+    BufferInfo info;
+    std::string info_bytes = EncodeReply(info);
+    std::memcpy(&info_bytes[1 + 4 * sizeof(int64_t)], &type, sizeof(type));  // status, message, id, core, kind
+    EXPECT_EQ(DecodeReply<BufferInfo>(info_bytes).status().code(), ErrorCode::kInternal) << type;
+  }
+  int64_t last = PJRT_Buffer_Type_F4E2M1FN;
+  CreateUninitializedRequest create;
+  std::string bytes = EncodeRequest(create);
+  std::memcpy(&bytes[1 + sizeof(int64_t)], &last, sizeof(last));
+  CreateUninitializedRequest received;
+  EXPECT_TRUE(DecodeRequest(bytes, &received).ok());
+  EXPECT_EQ(received.type, PJRT_Buffer_Type_F4E2M1FN);
+}
+
 TEST(Protocol, AnExecutionNeedsOneArgumentListPerCore) {
   ExecuteRequest execute = SomeExecute();
   execute.args.pop_back();

@@ -21,6 +21,17 @@ Placement ReadPlacement(Reader& r) {
   return static_cast<Placement>(value);
 }
 
+// A value outside the enum's range may not even be held by a PJRT_Buffer_Type (found by
+// fuzzing: UBSan reports the load of one); a newer type is the other end's version mismatch.
+PJRT_Buffer_Type ReadBufferType(Reader& r) {
+  int64_t value = r.i64();
+  if (value < PJRT_Buffer_Type_INVALID || value > PJRT_Buffer_Type_F4E2M1FN) {
+    r.Fail();
+    return PJRT_Buffer_Type_INVALID;
+  }
+  return static_cast<PJRT_Buffer_Type>(value);
+}
+
 bool ReadFlag(Reader& r) {
   uint8_t value = r.u8();
   if (value > 1) r.Fail();
@@ -137,7 +148,7 @@ void BufferInfo::Read(Reader& r) {
   id = r.i64();
   core = static_cast<int>(r.i64());
   memory_kind = r.str();
-  type = static_cast<PJRT_Buffer_Type>(r.i64());
+  type = ReadBufferType(r);
   dims = r.ints();
   size = r.i64();
   layout.reset();
@@ -157,7 +168,7 @@ void ExecutableInfo::Read(Reader& r) {
   cores = r.ints<int>();
   outputs.assign(static_cast<size_t>(r.count(kMinOutputShape)), OutputShape{});
   for (OutputShape& o : outputs) {
-    o.type = static_cast<PJRT_Buffer_Type>(r.i64());
+    o.type = ReadBufferType(r);
     o.dims = r.ints();
     o.memory_kind = r.str();
   }
@@ -202,7 +213,7 @@ void BufferFromHostRequest::Write(Writer& w) const {
 
 void BufferFromHostRequest::Read(Reader& r) {
   core = static_cast<int>(r.i64());
-  type = static_cast<PJRT_Buffer_Type>(r.i64());
+  type = ReadBufferType(r);
   dims = r.ints();
   byte_strides = r.ints();
   memory_kind = r.str();
@@ -213,7 +224,7 @@ void CreateUninitializedRequest::Write(Writer& w) const { w.i64(core).i64(type).
 
 void CreateUninitializedRequest::Read(Reader& r) {
   core = static_cast<int>(r.i64());
-  type = static_cast<PJRT_Buffer_Type>(r.i64());
+  type = ReadBufferType(r);
   dims = r.ints();
 }
 
