@@ -9,8 +9,10 @@ about time.
   cycles; prints each series' least-squares slope per cycle after the first sample (flat = 0).
 - jobs: J start/stop cycles of a two-process job against one daemon (create both clients, one
   all-reduce, destroy), the daemon's RSS sampled each 10 jobs; prints its slope per job.
-- kill: a rank SIGKILLed while its peer waits in an all-reduce; prints how long the peer took
-  to get its error, and that the daemon still serves a new job afterwards.
+- kill: a rank SIGKILLed while its peer waits in an all-reduce, and one SIGKILLed in the middle
+  of 64 MiB transfers through shared memory; prints how long the peer's all-reduce took to
+  fail, and whether a new job on the same cores and daemon runs afterwards.
+  Not drilled: a compile killed while it holds the compile cache's lock.
 
 Run: python benchmarks/bench_stress.py [threads|soak|jobs|kill|all] [--threads 8] [--cycles 500]
      [--soak-cycles 10000] [--jobs 100]
@@ -188,8 +190,14 @@ RANK = textwrap.dedent("""
     executable = client.compile(ALL_REDUCE, compile_options=P.compile_options_proto(num_replicas=2))
     arg = client.buffer_from_numpy(np.ones(2, np.float32))
     print("ready", flush=True)
-    if rank == 1:
+    if rank == 1 and sys.argv[2] == "collective":
         time.sleep(3600)  # killed here, before it joins the collective
+    if rank == 1:
+        big = np.ones(64 << 18, np.float32)  # 64 MiB: through the shared-memory window
+        while True:  # killed in the middle of one of these
+            client.buffer_from_numpy(big).to_numpy()
+    if sys.argv[2] == "transfer":
+        sys.stdin.readline()  # rank 1 has been killed mid-transfer
     start = time.monotonic()
     try:
         executable.execute([arg])
@@ -199,26 +207,35 @@ RANK = textwrap.dedent("""
 """)
 
 
-def run_kill(args, cpu):
+def kill_drill(what):
     script = RANK.format(tests=str(REPO / "tests"))
     env = {**os.environ, "PJRT_NEURON_COLLECTIVE_TIMEOUT": "60"}
-    ranks = [subprocess.Popen([sys.executable, "-c", script, str(r)], env=env, stdout=subprocess.PIPE, text=True)
-             for r in range(2)]
+    ranks = [subprocess.Popen([sys.executable, "-c", script, str(r), what], env=env, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True) for r in range(2)]
     for r in ranks:
         assert r.stdout.readline().strip() == "ready"
-    time.sleep(1.0)  # rank 0 is waiting in the all-reduce
-    killed_at = time.monotonic()
+    time.sleep(1.0)  # rank 0 waits in the all-reduce, or rank 1 is transferring
     ranks[1].send_signal(signal.SIGKILL)
+    killed_at = time.monotonic()
+    if what == "transfer":
+        ranks[1].wait()
+        ranks[0].stdin.write("go\n")
+        ranks[0].stdin.flush()
     line = ranks[0].stdout.readline().strip()
     seen = time.monotonic() - killed_at
     ranks[0].wait()
     ranks[1].wait()
-    world = create_world(neuron_api())
+    world = create_world(neuron_api())  # the same cores: free again, the daemon still serving
     serving = all_reduce_once(world)
     for c in world:
         c.destroy()
-    print(f"kill mid-collective: the waiting rank saw, {seen:.2f} s after the SIGKILL: {line}; "
-          f"a new job on the same daemon afterwards: {'ok' if serving else 'WRONG'}")
+    print(f"kill mid-{what}: the surviving rank's all-reduce, {seen:.2f} s after the SIGKILL: {line}; "
+          f"a new job on the same cores and daemon afterwards: {'ok' if serving else 'WRONG'}")
+
+
+def run_kill(args, cpu):
+    kill_drill("collective")
+    kill_drill("transfer")
 
 
 def main():
