@@ -512,3 +512,9 @@ def test_execute_context_is_created_passed_to_execute_and_destroyed(plugin_api, 
 def test_execute_context_destroy_rejects_null(plugin_api):
     with pjrt_error(INVALID, "PJRT_ExecuteContext_Destroy", "`context` is null"):
         plugin_api.call("PJRT_ExecuteContext_Destroy", context=None)
+
+
+def test_deserialized_program_without_results_runs_with_null_lists(plugin_api, client):
+    executable = client.deserialize_and_load(client.compile(NOTHING_AT_ALL).get_executable().serialize())
+    _execute_with_lists(plugin_api, executable, None, 0, None)
+    assert executable.execute([]) == [[]]

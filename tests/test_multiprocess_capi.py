@@ -377,3 +377,18 @@ def test_a_huge_transfer_leaves_no_huge_window_mapped(world):
     for pid in [os.getpid(), *daemons]:
         assert all(size <= KEPT_WINDOW for size in _transfer_windows(pid)), (pid, _transfer_windows(pid))
     assert any(_transfer_windows(pid) for pid in daemons)  # the small transfer's window is kept
+
+
+NO_RESULTS = """
+func.func @main(%a: tensor<2xf32>) -> () {
+  return
+}"""
+
+
+def test_program_without_results_runs_in_each_process(world):
+    # Through the instance daemon: nothing comes back, and the argument stays usable.
+    for client in world:
+        executable = client.compile(NO_RESULTS, compile_options=TWO_REPLICAS)
+        a = client.buffer_from_numpy(np.array([1.0, 2.0], np.float32))
+        assert executable.execute([a]) == [[]]
+        np.testing.assert_array_equal(a.to_numpy(), [1.0, 2.0])
