@@ -324,3 +324,17 @@ def test_bad_arguments_are_clear_errors(args, message):
     code, stderr = _cli(*args)
     assert code == 2, stderr
     assert "pjrt-neuron estimate: " in stderr and message in stderr, stderr
+
+
+def test_an_instance_with_fewer_cores_than_the_run_used_is_refused():
+    from pjrt_neuron import estimator
+
+    cost = {"matmul_flops": {"fp32": 1e9}, "vector_ops": 0, "transcendental_ops": 0, "parameter_bytes": 8,
+            "output_bytes": 8, "collectives": [], "unknown_trip_count": False}
+    programs = {"p": estimator.Program("p", "step", 1, 1, cost, executions=1, device_executions=1, devices={31})}
+    executions = [{"program_id": "p", "devices": [31], "start_us": 0, "end_us": 1}]
+    target = estimator.make_target("trn1.2xlarge", {})
+    with pytest.raises(estimator.EstimateError, match="used NeuronCores up to 31, but trn1.2xlarge has 2"):
+        estimator.estimate_for(target, programs, executions, "none", 1.0, "steps", None)
+    with pytest.raises(estimator.EstimateError, match="unknown instance type 'trn9'"):
+        estimator.make_target("trn9", {})
