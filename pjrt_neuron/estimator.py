@@ -290,15 +290,14 @@ def estimate_for(target: Target, programs: dict[str, Program], executions: list[
 # ---------------------------------------------------------------- the trace
 
 
-def _last_step(programs: dict[str, Program], executions: list[dict]) -> list[dict]:
-    """The executions of the last step (after the marker's last-but-one execution up to its last),
-    after the execution before them (None if none), which only marks where the host gap starts."""
+def _last_step(programs: dict[str, Program], executions: list[dict]) -> tuple[int, int]:
+    """Where the last step's executions lie in `executions`, as [start, end): after the marker's
+    last-but-one execution up to its last."""
     steps, marker, _ = step_window(programs, executions)
     if not steps:
-        return []
+        return 0, 0
     marks = [i for i, e in enumerate(executions) if e["program_id"] == marker]
-    start = marks[-2] + 1 if len(marks) > 1 else 0
-    return executions[max(start - 1, 0):marks[-1] + 1] if start > 0 else [None, *executions[:marks[-1] + 1]]
+    return (marks[-2] + 1 if len(marks) > 1 else 0), marks[-1] + 1
 
 
 def write_trace(path: str, target: Target, programs: dict[str, Program], executions: list[dict],
@@ -313,10 +312,10 @@ def write_trace(path: str, target: Target, programs: dict[str, Program], executi
     clock: dict[int, float] = {}      # each core's estimated time, microseconds
     last_end: dict[int, int] = {}     # each core's last measured end on the simulator
     flow_id = 0
-    before, *step = _last_step(programs, executions) or [None]
-    if before is not None:
-        last_end.update({d: before["end_us"] for d in before["devices"]})
-    for e in step:
+    start, end = _last_step(programs, executions)
+    for e in executions[:start]:  # where each core's host gap before the step begins
+        last_end.update({d: e["end_us"] for d in e["devices"]})
+    for e in executions[start:end]:
         est = estimates.get(e["program_id"])
         if est is None:
             continue

@@ -222,7 +222,7 @@ def test_the_trace_has_a_track_per_core_and_draws_the_collectives_across_them(ru
     assert {e["name"] for e in flows} == {"all-reduce"}
     # The host time between the previous step's end and this one's start, as the simulator measured it.
     gaps = [e for e in events if e.get("cat") == "host"]
-    assert gaps and all(e["args"]["measured_us"] > 0 for e in gaps)
+    assert {e["tid"] for e in gaps} == {0, 1} and all(e["args"]["measured_us"] > 0 for e in gaps)
 
 
 # ---------------------------------------------------------------- throughput and cost
