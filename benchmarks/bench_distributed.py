@@ -19,7 +19,9 @@ each process has its own core and the ratio approaches 2.0 for compute-bound ste
 
 It also times host <-> device round trips of large arrays (JAX, benchmarks/transfer_worker.py)
 on one NEURON process, on one of two NEURON processes that transfer at the same time (through
-the instance daemon's shared memory) and on the CPU backend, as ratios to the CPU backend's.
+the instance daemon's shared memory) and on the CPU backend, as ratios to the CPU backend's;
+and the per-call cost of small calls (a jitted 8-element add, a 4 KiB upload and download)
+in one process against through the daemon (--transfers-only skips the training runs).
 
 Benchmarks report; they never assert times.
 Run: python benchmarks/bench_distributed.py [--epochs N] [--batch-size B] [--repeats R] [--transfer-mib 16,64]

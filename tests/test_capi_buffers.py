@@ -355,11 +355,11 @@ def test_large_copies_to_host_write_only_their_destination(plugin_api, client):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.int8, ml_dtypes.bfloat16, np.complex128])
 def test_large_uploads_hold_their_bytes_on_the_core(client, dtype):
-    # Uploads of 1 MiB and more are copied by the plugin into memory of its own (not the
+    # Uploads of 4 MiB and more are copied by the plugin into memory of its own (not the
     # engine's allocator): same values, every byte charged to the core, released at destroy.
     d1 = client.devices()[1]
     before = d1.memory_stats()["bytes_in_use"]
-    x = (np.arange(5 << 18) % 251).astype(dtype).reshape(5, -1)
+    x = (np.arange((5 << 20) // np.dtype(dtype).itemsize) % 251).astype(dtype).reshape(5, -1)  # 5 MiB
     buf = client.buffer_from_numpy(x, device=d1)
     assert buf.device == d1 and buf.dims == x.shape and buf.dtype == np.dtype(dtype)
     assert d1.memory_stats()["bytes_in_use"] == before + x.nbytes

@@ -98,17 +98,59 @@ bool IsDenseRowMajor(const std::vector<int64_t>& dims, const int64_t* strides, s
   return true;
 }
 
-// Host memory for an uploaded array, mapped here rather than by the engine: the engine
-// copies into memory it has just allocated, and faulting those pages in one at a time made
-// large uploads run at half of memcpy speed. Huge pages where the kernel offers them.
-void* MapForUpload(size_t bytes) {
-  void* memory = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (memory == MAP_FAILED) return nullptr;
+// Uploads from this size on are copied by the plugin (below it the engine's allocator reuses
+// memory that is already faulted in, and does better).
+constexpr size_t kOwnUploadBytes = size_t{4} << 20;
+
+// Host memory for uploaded arrays, mapped here rather than by the engine: the engine copies
+// into memory it has just allocated, and faulting those pages in one at a time made large
+// uploads run at half of memcpy speed or worse. Huge pages where the kernel offers them; a
+// freed region is kept (up to kKeptBytes in all) for the next upload of the same size, as an
+// allocator keeps freed memory. Buffers' bytes are charged to HBM by core; kept regions hold
+// no buffer.
+class UploadMemory {
+ public:
+  static UploadMemory& Get() {
+    static auto* memory = new UploadMemory();  // outlives static destructors and late frees
+    return *memory;
+  }
+  void* Take(size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (size_t i = 0; i < kept_.size(); ++i) {
+        if (kept_[i].second == bytes) {
+          void* region = kept_[i].first;
+          kept_.erase(kept_.begin() + static_cast<std::ptrdiff_t>(i));
+          kept_bytes_ -= bytes;
+          return region;
+        }
+      }
+    }
+    void* region = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (region == MAP_FAILED) return nullptr;
 #ifdef MADV_HUGEPAGE
-  madvise(memory, bytes, MADV_HUGEPAGE);
+    madvise(region, bytes, MADV_HUGEPAGE);
 #endif
-  return memory;
-}
+    return region;
+  }
+  void Give(void* region, size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (kept_bytes_ + bytes <= kKeptBytes) {
+        kept_.emplace_back(region, bytes);
+        kept_bytes_ += bytes;
+        return;
+      }
+    }
+    munmap(region, bytes);
+  }
+
+ private:
+  static constexpr size_t kKeptBytes = size_t{512} << 20;
+  std::mutex mutex_;
+  std::vector<std::pair<void*, size_t>> kept_;
+  size_t kept_bytes_ = 0;
+};
 
 #define INNER_ARGS(type, var) \
   type var;                   \
@@ -696,8 +738,9 @@ class SimEngine : public Engine {
   }
 
  private:
-  // Large dense uploads to device memory: copied here into memory mapped for them and handed to
-  // the engine as a view it frees with munmap; nothing (no value) when the engine should do it.
+  // Large dense uploads to device memory: copied here into UploadMemory and handed to
+  // the engine as a view that gives the memory back when the buffer goes; nothing (no value)
+  // when the engine should do it.
   StatusOr<std::optional<TransferResult>> CopyFromHost(int core, const HostBufferSpec& spec) {
     const size_t element_size = WholeByteElementSize(spec.type);
     if (api_->PJRT_Client_CreateViewOfDeviceBuffer == nullptr || element_size == 0 ||
@@ -708,8 +751,8 @@ class SimEngine : public Engine {
     }
     size_t bytes = element_size;
     for (int64_t d : spec.dims) bytes *= static_cast<size_t>(d);
-    if (bytes < kPrefaultBytes) return std::optional<TransferResult>();
-    void* memory = MapForUpload(bytes);
+    if (bytes < kOwnUploadBytes) return std::optional<TransferResult>();
+    void* memory = UploadMemory::Get().Take(bytes);
     if (memory == nullptr) return std::optional<TransferResult>();  // the engine may still find memory
     std::memcpy(memory, spec.data, bytes);
     INNER_ARGS(PJRT_Client_CreateViewOfDeviceBuffer_Args, args);
@@ -719,11 +762,13 @@ class SimEngine : public Engine {
     args.num_dims = spec.dims.size();
     args.element_type = spec.type;
     args.device = device(core);
-    args.on_delete_callback = [](void* mapped, void* size) { munmap(mapped, reinterpret_cast<size_t>(size)); };
+    args.on_delete_callback = [](void* region, void* size) {
+      UploadMemory::Get().Give(region, reinterpret_cast<size_t>(size));
+    };
     args.on_delete_callback_arg = reinterpret_cast<void*>(bytes);
     Status viewed = TakeError(api_, api_->PJRT_Client_CreateViewOfDeviceBuffer(&args));
     if (!viewed.ok()) {
-      munmap(memory, bytes);
+      UploadMemory::Get().Give(memory, bytes);
       return viewed;
     }
     TransferResult result;
