@@ -392,3 +392,20 @@ def test_program_without_results_runs_in_each_process(world):
         a = client.buffer_from_numpy(np.array([1.0, 2.0], np.float32))
         assert executable.execute([a]) == [[]]
         np.testing.assert_array_equal(a.to_numpy(), [1.0, 2.0])
+
+
+def test_transfer_manager_is_unimplemented_in_multi_process_mode_and_charges_nothing(plugin_api, world):
+    import ctypes
+
+    client = world[0]
+    spec = P.STRUCTS["PJRT_ShapeSpec"]()
+    dims = (ctypes.c_int64 * 1)(4)
+    spec.struct_size, spec.dims, spec.num_dims = ctypes.sizeof(spec), ctypes.addressof(dims), 1
+    spec.element_type = P.BufferType.F32
+    device = client.addressable_devices()[0]
+    before = device.memory_stats()["bytes_in_use"]
+    with pjrt_error(P.ErrorCode.UNIMPLEMENTED, "PJRT_Client_CreateBuffersForAsyncHostToDevice",
+                    "no asynchronous host-to-device transfers"):
+        plugin_api.call("PJRT_Client_CreateBuffersForAsyncHostToDevice", client=client.ptr,
+                        shape_specs=ctypes.addressof(spec), num_shape_specs=1, memory=device.default_memory.ptr)
+    assert device.memory_stats()["bytes_in_use"] == before
