@@ -107,14 +107,13 @@ class Target:
     core_generation: str
     logical_nc_config: int
     total_cores: int
-    cores_per_chip: int
+    cores_per_chip: int  # logical
+    physical_cores_per_chip: int
     figures: dict
 
     def share(self) -> float:
         """A logical core's share of its chip."""
-        return self.logical_nc_config / self._physical_cores_per_chip
-
-    _physical_cores_per_chip: int = 2
+        return self.logical_nc_config / self.physical_cores_per_chip
 
     def matmul_flops_per_second(self, type_class: str, auto_cast: str) -> float:
         g = self.figures
@@ -140,10 +139,8 @@ def make_target(name: str, prices: dict[str, float], logical_nc_config: int | No
         raise EstimateError(f"{name}: no figures for {t['core_generation']} in the plugin's table")
     shape = _native.describe_instance(name, logical_nc_config or 0)
     price = prices.get(name, t["on_demand_usd_per_hour"] or None)
-    target = Target(name, price, t["core_generation"], shape["logical_nc_config"], shape["total_cores"],
-                    shape["chips"][0]["cores"], generations[t["core_generation"]])
-    target._physical_cores_per_chip = t["physical_cores_per_chip"]
-    return target
+    return Target(name, price, t["core_generation"], shape["logical_nc_config"], shape["total_cores"],
+                  shape["chips"][0]["cores"], t["physical_cores_per_chip"], generations[t["core_generation"]])
 
 
 def _ring_bytes(kind: str, data_bytes: int, n: int) -> float:
