@@ -168,9 +168,10 @@ StatusOr<core::Memory*> TargetMemory(core::Client* client, PJRT_Device* device_h
   return memory;
 }
 
-Status CheckShape(PJRT_Buffer_Type type, const int64_t* dims, size_t num_dims) {
+Status CheckShape(const PJRT_Buffer_Type& type_field, const int64_t* dims, size_t num_dims) {
+  const int64_t type = RawEnum(type_field);
   if (type <= PJRT_Buffer_Type_INVALID || type > PJRT_Buffer_Type_F4E2M1FN || type == PJRT_Buffer_Type_TOKEN) {
-    return InvalidArgument("unsupported element type " + std::to_string(static_cast<int>(type)));
+    return InvalidArgument("unsupported element type " + std::to_string(type));
   }
   if (num_dims > 0 && dims == nullptr) return InvalidArgument("`dims` is null but num_dims is " + std::to_string(num_dims));
   for (size_t i = 0; i < num_dims; ++i) {
@@ -191,8 +192,9 @@ PN_ENTRY(Client_BufferFromHostBuffer) {
     return InvalidArgument("num_byte_strides is " + std::to_string(args->num_byte_strides) + " but the shape has " +
                            std::to_string(args->num_dims) + " dimensions");
   }
-  if (args->host_buffer_semantics > PJRT_HostBufferSemantics_kMutableZeroCopy) {
-    return InvalidArgument("unknown host_buffer_semantics " + std::to_string(args->host_buffer_semantics));
+  if (int64_t semantics = RawEnum(args->host_buffer_semantics);
+      semantics < 0 || semantics > PJRT_HostBufferSemantics_kMutableZeroCopy) {
+    return InvalidArgument("unknown host_buffer_semantics " + std::to_string(semantics));
   }
   engine::HostBufferSpec spec;
   spec.data = args->data;

@@ -6,10 +6,12 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 #include <exception>
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "common/status.h"
@@ -40,6 +42,15 @@ PJRT_Error* Run(const char* function, const std::function<Status()>& body);
   PN_RETURN_IF_ERROR(::pjrt_neuron::api::CheckArgs(args, PN_PREFIX_SIZE(Type, last_needed_field), #Type))
 
 Status CheckArgs(const void* args, size_t needed_size, const char* type_name);
+
+// A caller's enum field as the integer it holds: C lets a caller store any int there, and in C++
+// loading a value outside the enum's range as the enum is undefined (UBSan reports it).
+template <typename Enum>
+int64_t RawEnum(const Enum& field) {
+  std::underlying_type_t<Enum> raw;
+  std::memcpy(&raw, &field, sizeof(raw));
+  return static_cast<int64_t>(raw);
+}
 
 // Turns a handle back into its core object, rejecting null and stale handles.
 template <typename Core, typename Handle>
