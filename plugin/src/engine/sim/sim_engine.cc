@@ -283,7 +283,10 @@ class SimEvent : public Event {
       std::unique_ptr<Pending> p(static_cast<Pending*>(user_arg));
       p->done(TakeError(p->api, error));
     };
-    Status registered = TakeError(api_, api_->PJRT_Event_OnReady(&args));
+    // The callback may run at once and destroy this event (found by AddressSanitizer: JAX
+    // destroys its event in the callback), so nothing of `this` is read after the call.
+    const PJRT_Api* api = api_;
+    Status registered = TakeError(api, api->PJRT_Event_OnReady(&args));
     if (!registered.ok()) {
       std::unique_ptr<Pending> p(pending);
       p->done(registered);
