@@ -150,6 +150,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (argc > 2) setenv("PJRT_NEURON_ENGINE_LIBRARY", Absolute(argv[2]).c_str(), /*overwrite=*/0);
+  // NeuronCores are exclusive between processes: an instance of its own, so another process
+  // holding core 0 (a test run beside this one) does not fail it.
+  char lock_dir[] = "/tmp/pjrt-neuron-smoke-locks-XXXXXX";
+  CHECK(mkdtemp(lock_dir) != nullptr);
+  setenv("PJRT_NEURON_LOCK_DIR", lock_dir, /*overwrite=*/0);
 
   const std::string plugin = Absolute(argv[1]);
   void* handle = dlopen(plugin.c_str(), RTLD_NOW | RTLD_LOCAL);
