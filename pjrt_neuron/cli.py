@@ -92,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     estimate.add_argument("--json", action="store_true", help="print the estimate as JSON")
     estimate.add_argument("--trace", metavar="FILE",
                           help="write a Chrome / Perfetto trace of one step on the first instance")
+    estimate.add_argument("--plot", metavar="FILE.png",
+                          help="draw each program on the first instance's roofline (needs the plot extra)")
     estimate.add_argument("script", nargs=argparse.REMAINDER, help="-- python script.py [args]")
     args = parser.parse_args(argv)
     try:
@@ -119,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
             script = args.script[1:] if args.script[:1] == ["--"] else args.script
             return estimate_command.main(script, args.instance, args.unit, args.per_step, args.price,
                                          args.baseline_price, args.baseline_throughput, args.auto_cast, args.json,
-                                         args.trace)
+                                         args.trace, args.plot)
     except config.ConfigurationError as error:
         print(f"pjrt-neuron: {error}", file=sys.stderr)
         return 2

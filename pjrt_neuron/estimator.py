@@ -437,7 +437,9 @@ def _positive(name: str, value: float | None) -> None:
 
 def main(command: list[str], instances: list[str] | None, unit: str, per_step: float, prices: list[str],
          baseline_price: float | None, baseline_throughput: float | None, auto_cast: str, as_json: bool,
-         trace: str | None = None) -> int:
+         trace: str | None = None, plot: str | None = None) -> int:
+    from pjrt_neuron import roofline_plot
+
     try:
         if not command:
             raise EstimateError("give the command to run after --, e.g. `pjrt-neuron estimate -- python train.py`")
@@ -449,6 +451,13 @@ def main(command: list[str], instances: list[str] | None, unit: str, per_step: f
         price_table = _parse_prices(prices)
         if trace and not os.path.isdir(os.path.dirname(os.path.abspath(trace))):
             raise EstimateError(f"--trace {trace}: its directory does not exist")
+        if plot:
+            if not os.path.isdir(os.path.dirname(os.path.abspath(plot))):
+                raise EstimateError(f"--plot {plot}: its directory does not exist")
+            try:
+                roofline_plot.require_matplotlib()
+            except roofline_plot.PlotUnavailable as error:
+                raise EstimateError(str(error)) from None
         known = {t["name"] for t in _native.instance_types()}
         for name in [*(instances or []), *price_table]:
             if name not in known:
@@ -470,6 +479,11 @@ def main(command: list[str], instances: list[str] | None, unit: str, per_step: f
                     write_trace(trace, target, programs, executions, auto_cast)
                 except OSError as error:
                     raise EstimateError(f"--trace {trace}: {error.strerror}") from None
+            if plot and name == names[0]:
+                try:
+                    roofline_plot.write_plot(plot, results[-1], target)
+                except OSError as error:
+                    raise EstimateError(f"--plot {plot}: {error.strerror}") from None
     except EstimateError as error:
         print(f"pjrt-neuron estimate: {error}", file=sys.stderr)
         return 2

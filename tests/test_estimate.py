@@ -48,6 +48,7 @@ def _estimate(*args, script: str, script_args=(), platform="jax", data=None) -> 
 
 
 TRACE = os.path.join(tempfile.mkdtemp(prefix="pjrt-neuron-estimate-trace-"), "step.json")
+PLOT = os.path.join(os.path.dirname(TRACE), "roofline.png")
 
 
 ALL = ("--instance", "trn1.2xlarge", "--instance", "trn1.32xlarge", "--instance", "trn2.48xlarge")
@@ -58,7 +59,7 @@ def _jobs() -> dict:
         # Longest first, so the pool finishes sooner.
         "torch_mlp": _estimate("--json", *ALL, script="torch_mlp.py", script_args=["4"], platform="torch"),
         "jax_mlp": _estimate("--json", *ALL, script="jax_mlp.py", script_args=["4"]),
-        "data_parallel_2": _estimate("--json", "--trace", TRACE, script="jax_data_parallel.py", script_args=["2"]),
+        "data_parallel_2": _estimate("--json", "--trace", TRACE, "--plot", PLOT, script="jax_data_parallel.py", script_args=["2"]),
         "data_parallel_1": _estimate("--json", script="jax_data_parallel.py", script_args=["1"]),
         "matmul_f32": _estimate("--json", *ALL, "--unit", "samples", "--per-step", "256", "--price",
                                 "trn2.48xlarge=40", "--baseline-price", "4.10", "--baseline-throughput", "1800",
@@ -225,6 +226,31 @@ def test_the_trace_has_a_track_per_core_and_draws_the_collectives_across_them(ru
     assert {e["tid"] for e in gaps} == {0, 1} and all(e["args"]["measured_us"] > 0 for e in gaps)
 
 
+@uses("data_parallel_2")
+def test_the_plot_draws_every_program_that_did_work_on_the_roofline(runs):
+    from pjrt_neuron import roofline_plot
+
+    result = report(runs["data_parallel_2"].ok())["instances"][0]
+    with open(PLOT, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    points = roofline_plot.roofline_points(result)
+    worked = [p for p in result["programs"] if p["executions"] and sum(p["matmul_flops"].values())]
+    assert worked and {p["program"] for p in worked} <= {p["program"] for p in points}
+    for p in points:
+        program = next(q for q in result["programs"] if q["program"] == p["program"])
+        operations = sum(program["matmul_flops"].values()) + program["vector_ops"] + program["transcendental_ops"]
+        assert p["intensity"] == pytest.approx(operations / program["hbm_bytes"])
+        assert p["ops_per_second"] == pytest.approx(operations / program["seconds"])
+
+
+def test_the_plot_without_matplotlib_says_what_to_install(monkeypatch):
+    from pjrt_neuron import roofline_plot
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
+    with pytest.raises(roofline_plot.PlotUnavailable, match=r"pip install 'pjrt-neuron\[plot\]'"):
+        roofline_plot.require_matplotlib()
+
+
 # ---------------------------------------------------------------- throughput and cost
 
 
@@ -319,6 +345,7 @@ def _cli(*args) -> tuple[int, str]:
     (("--", "true"), "the script ran no programs"),
     (("--", "/nonexistent/python"), "could not run '/nonexistent/python'"),
     (("--trace", "/nonexistent/dir/step.json", "--", "true"), "its directory does not exist"),
+    (("--plot", "/nonexistent/dir/roofline.png", "--", "true"), "--plot /nonexistent/dir/roofline.png: its directory"),
 ])
 def test_bad_arguments_are_clear_errors(args, message):
     code, stderr = _cli(*args)
