@@ -31,7 +31,10 @@ export PJRT_NEURON_LIBRARY_PATH="$(cd "$BUILD_DIR" && pwd)/libpjrt_neuron.so"
 status=0
 # --capture=sys: a report is written to the process's real stderr (fd 2), and stays in the log
 # even though it stops the process before pytest could print what it captured.
-"$PYTHON" -m pytest -q -p no:cacheprovider --capture=sys tests/test_smoke_capi.py tests/test_capi_client.py \
+# Left out: the one test that caps its process's address space (RLIMIT_AS), which AddressSanitizer's
+# shadow memory cannot live under.
+"$PYTHON" -m pytest -q -p no:cacheprovider --capture=sys \
+  --deselect tests/test_capi_errors.py::test_output_too_large_for_memory_is_resource_exhausted tests/test_smoke_capi.py tests/test_capi_client.py \
   tests/test_capi_buffers.py tests/test_capi_execute.py tests/test_capi_layout.py tests/test_capi_errors.py \
   tests/test_multiprocess_capi.py tests/test_daemon_security.py tests/test_jax.py 2>&1 | tee "$REPORTS/../pytest.log" ||
   status=$?
