@@ -31,6 +31,7 @@ _SIGNATURES = {
     "PjrtNeuron_ParseSize": (ctypes.c_long, [ctypes.c_char_p, ctypes.POINTER(ctypes.c_int64), *_TEXT_OUT]),
     "PjrtNeuron_CompileCacheMetrics": (ctypes.c_long, _TEXT_OUT),
     "PjrtNeuron_PrecompileProgram": (ctypes.c_int, [ctypes.c_char_p, *_TEXT_OUT]),
+    "PjrtNeuron_EngineReport": (ctypes.c_long, [ctypes.c_int, *_TEXT_OUT]),
 }
 
 
@@ -157,3 +158,12 @@ def precompile_program(record_path: str) -> tuple[int, str]:
     message = ctypes.create_string_buffer(8192)
     result = library().PjrtNeuron_PrecompileProgram(os.fsencode(record_path), message, len(message))
     return result, message.value.decode(errors="replace")
+
+
+def engine_report(with_memory: bool = False) -> dict:
+    """The engine a client would run on ("engine": "sim" or "neuron", or "engine_error") and, on
+    neuron, what the runtime and compiler report: neuron_library, runtime_version, instance_family,
+    instance_size_code, total_cores, visible_cores, neuronx_cc, compiler_version, and with_memory
+    hbm_bytes_per_core (a runtime session is opened for it, claiming the cores for the moment);
+    a `<what>_error` key says why one is missing."""
+    return json.loads(_text("PjrtNeuron_EngineReport", 1 if with_memory else 0)[1])

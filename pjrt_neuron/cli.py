@@ -10,9 +10,19 @@ from pjrt_neuron import __version__, config
 
 
 def _ls(args) -> int:
-    from pjrt_neuron import instance
+    from pjrt_neuron import _native, instance
 
+    engine = _native.engine_report(with_memory=True) if not args.instance_type else {"engine": "sim"}
+    if "engine_error" in engine:
+        raise config.ConfigurationError(engine["engine_error"])
+    if engine["engine"] == "neuron":
+        if args.json:
+            print(json.dumps(engine, indent=2))
+        else:
+            print(instance.format_neuron(engine))
+        return 0 if "runtime_error" not in engine and "settings_error" not in engine else 1
     description = instance.describe(args.instance_type, args.logical_nc_config)
+    description["engine"] = "sim"
     if args.json:
         print(json.dumps(description, indent=2))
     else:
@@ -50,10 +60,12 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("library-path", help="print the plugin library's path (for NEURON_LIBRARY_PATH)")
     commands.add_parser("engine-path", help="print the simulator engine's path")
-    ls = commands.add_parser("ls", help="list the NeuronCores of the (simulated) instance, like neuron-ls")
+    ls = commands.add_parser("ls", help="which engine is in use, and its NeuronCores (the Neuron runtime's, or the "
+                                        "simulated instance's), like neuron-ls")
     ls.add_argument("-w", "--wide", action="store_true", help="also show the processes holding cores")
     ls.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    ls.add_argument("--instance-type", help="default: $PJRT_NEURON_INSTANCE_TYPE or trn1.2xlarge")
+    ls.add_argument("--instance-type", help="describe this simulated instance (default: the engine in use; "
+                                            "on sim, $PJRT_NEURON_INSTANCE_TYPE or trn1.2xlarge)")
     ls.add_argument("--logical-nc-config", type=int, choices=(1, 2),
                     help="default: $NEURON_LOGICAL_NC_CONFIG or the instance's own")
     cache = commands.add_parser("cache", help="the persistent compile cache: ls, stats, clear, prune")
@@ -66,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     cache_clear.add_argument("--failed", action="store_true", help="remove only remembered failed compilations")
     cache_prune = cache_commands.add_parser("prune", help="remove least recently used entries down to a size")
     cache_prune.add_argument("--max-size", required=True, help="e.g. 500M or 10G")
+    selftest = commands.add_parser(
+        "selftest", help="run a fixed battery of checks on the engine in use and print a report for bug reports")
+    selftest.add_argument("--json", action="store_true", help="print the report as JSON")
     precompile = commands.add_parser(
         "precompile", help="record the programs a script compiles, then compile them in parallel into the cache")
     precompile.add_argument("--workers", type=int, help="parallel compile processes (default: CPU count)")
@@ -103,6 +118,10 @@ def main(argv: list[str] | None = None) -> int:
             print(config.engine_library_path())
         elif args.command == "ls":
             return _ls(args)
+        elif args.command == "selftest":
+            from pjrt_neuron import selftest as selftest_command
+
+            return selftest_command.main(args.json)
         elif args.command == "cache":
             return _cache(args)
         elif args.command == "precompile":

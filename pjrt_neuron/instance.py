@@ -1,4 +1,5 @@
-"""The simulated instance as the plugin describes it (its one instance table), for `pjrt-neuron ls`."""
+"""What `pjrt-neuron ls` prints: the simulated instance as the plugin describes it (its one instance
+table), or on the neuron engine what the Neuron runtime reports."""
 
 from __future__ import annotations
 
@@ -46,9 +47,30 @@ def format_table(description: dict, show_processes: bool = False) -> str:
     def line(cells):
         return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"
     out = [
+        "engine: sim (simulated NeuronCores)",
         f"instance-type: {description['instance_type']} (simulated)",
         f"logical-neuroncore-config: {description['logical_nc_config']}",
         f"neuroncore-generation: {description['core_generation']}",
         rule, line(headers), rule, *(line(r) for r in rows), rule,
     ]
     return "\n".join(out)
+
+
+def format_neuron(report: dict) -> str:
+    """The neuron engine's cores as the runtime reports them (_native.engine_report)."""
+    lines = ["engine: neuron (the Neuron runtime)", f"runtime library: {report.get('neuron_library')}"]
+    for key in ("settings_error", "runtime_error"):
+        if key in report:
+            lines.append(f"error: {report[key]}")
+    if "runtime_error" not in report and "settings_error" not in report:
+        lines += [f"runtime version: {report.get('runtime_version', report.get('runtime_version_error', '?'))}",
+                  f"instance family: {report.get('instance_family', report.get('instance_error', 'not reported'))}",
+                  f"visible NeuronCores: {report.get('visible_cores', report.get('visible_cores_error', '?'))}"
+                  f" of {report.get('total_cores', '?')}"]
+        if "hbm_bytes_per_core" in report:
+            lines += [f"  core {i}: {_memory(b)} HBM ({b} bytes)" for i, b in enumerate(report["hbm_bytes_per_core"])]
+        else:
+            lines.append(f"HBM per core: unknown ({report.get('hbm_error', 'not reported')})")
+    lines.append(f"compiler: {report.get('neuronx_cc')} "
+                 f"{report.get('compiler_version', '(' + report.get('compiler_error', '?') + ')')}")
+    return "\n".join(lines)

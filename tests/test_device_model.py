@@ -858,7 +858,7 @@ def test_ls_table(lock_dir, name, args, lnc):
     proc = run_ls(lock_dir, *args)
     assert proc.returncode == 0, proc.stderr
     header, columns, rows = _parse_table(proc.stdout)
-    assert header == [f"instance-type: {name} (simulated)",
+    assert header == ["engine: sim (simulated NeuronCores)", f"instance-type: {name} (simulated)",
                       f"logical-neuroncore-config: {lnc or DEFAULT_LNC.get(name, 1)}",
                       f"neuroncore-generation: {INSTANCES[name][2]}"]
     assert columns == ["NEURON DEVICE", "NEURON CORES", "NEURON CORE IDS", "NEURON MEMORY", "CONNECTED DEVICES"]
@@ -878,7 +878,7 @@ def test_ls_takes_the_instance_from_the_environment(lock_dir):
     proc = run_ls(lock_dir, PJRT_NEURON_INSTANCE_TYPE="inf2.24xlarge")
     assert proc.returncode == 0, proc.stderr
     header, _, rows = _parse_table(proc.stdout)
-    assert header[0] == "instance-type: inf2.24xlarge (simulated)"
+    assert header[:2] == ["engine: sim (simulated NeuronCores)", "instance-type: inf2.24xlarge (simulated)"]
     assert rows == _expected_rows("inf2.24xlarge")
     assert rows[0][4] == "1, 5"
 

@@ -261,3 +261,14 @@ def test_version_without_package_metadata_says_so(monkeypatch):
         monkeypatch.undo()
         importlib.reload(pjrt_neuron)
     assert pjrt_neuron.__version__ == _native.version()
+
+
+def test_every_setting_in_the_table_is_in_the_readme():
+    text = (REPO / "README.md").read_text()
+    section = text[text.index("### Settings"):]
+    section = section[:section.index("\n#", 1)]
+    cells = " ".join(row.split("|")[1] for row in section.splitlines() if row.startswith("| `"))
+    missing = [name for name in TABLE if f"`{name}`" not in cells
+               and not any(f"`{name[:len(name) - len(suffix)]}`" in cells and f"`{suffix}`" in cells
+                           for suffix in ("_MAX_SIZE", "_SHARED", "_RETRY_FAILED") if name.endswith(suffix))]
+    assert missing == []

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <sstream>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "api/text_out.h"
@@ -11,6 +12,7 @@
 #include "common/settings.h"
 #include "common/version.h"
 #include "core/compile_cache.h"
+#include "core/plugin_attributes.h"
 #include "core/settings_check.h"
 
 namespace pjrt_neuron::api {
@@ -48,6 +50,28 @@ std::string EntryJson(const core::CacheEntry& entry) {
     out.Null();
   }
   return out.Field("payload_bytes", entry.payload_size).EndObject().text();
+}
+
+std::string AttributesJson(const engine::Attributes& attributes) {
+  json::Writer out;
+  out.BeginObject();
+  for (const engine::Attribute& a : attributes) {
+    out.Key(a.name);
+    if (const auto* text = std::get_if<std::string>(&a.value)) {
+      out.String(*text);
+    } else if (const auto* number = std::get_if<int64_t>(&a.value)) {
+      out.Int(*number);
+    } else if (const auto* list = std::get_if<std::vector<int64_t>>(&a.value)) {
+      out.BeginArray();
+      for (int64_t v : *list) out.Int(v);
+      out.EndArray();
+    } else if (const auto* flag = std::get_if<bool>(&a.value)) {
+      out.Bool(*flag);
+    } else {
+      out.Number(std::get<float>(a.value), 6);
+    }
+  }
+  return out.EndObject().text();
 }
 
 }  // namespace
@@ -107,4 +131,12 @@ PN_PYTHON_EXPORT long PjrtNeuron_ParseSize(const char* text, int64_t* bytes, cha
   if (bytes != nullptr) *bytes = size.value();
   pjrt_neuron::api::CopyToCaller("", message, message_size);
   return 0;
+}
+
+// Which engine a client would run on and, on the Neuron engine, what the runtime and compiler
+// report, as a JSON object (core::EngineReport). `with_memory` != 0 opens a runtime session to
+// read each core's HBM (claiming the cores for the moment). Returns the length needed.
+PN_PYTHON_EXPORT long PjrtNeuron_EngineReport(int with_memory, char* out, size_t out_size) {
+  return pjrt_neuron::api::CopyToCaller(pjrt_neuron::api::AttributesJson(pjrt_neuron::core::EngineReport(with_memory != 0)),
+                                        out, out_size);
 }

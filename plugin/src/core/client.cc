@@ -70,8 +70,9 @@ StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
   }
 
   PN_RETURN_IF_ERROR(client->CreateEngine(options, shape));
-  client->platform_version_ = std::string("pjrt-neuron ") + PluginVersion() + "; " + instance +
-                              " (simulated NeuronCores); engine: " + client->engine_->description();
+  const char* cores = client->engine_->simulated() ? " (simulated NeuronCores)" : " (the Neuron runtime's NeuronCores)";
+  client->platform_version_ = std::string("pjrt-neuron ") + PluginVersion() + "; " + instance + cores +
+                              "; engine: " + client->engine_->description();
   return client;
 }
 

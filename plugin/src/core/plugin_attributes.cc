@@ -17,4 +17,6 @@ StatusOr<engine::Attributes> PluginAttributes() {
   return attributes;
 }
 
+engine::Attributes EngineReport(bool with_memory) { return engine::DescribeEngine(with_memory); }
+
 }  // namespace pjrt_neuron::core

@@ -9,4 +9,7 @@ namespace pjrt_neuron::core {
 
 StatusOr<engine::Attributes> PluginAttributes();
 
+// Which engine a client would run on and what its runtime reports (engine::DescribeEngine).
+engine::Attributes EngineReport(bool with_memory);
+
 }  // namespace pjrt_neuron::core

@@ -179,6 +179,7 @@ class Engine {
  public:
   virtual ~Engine() = default;
   virtual std::string description() = 0;   // for the platform version string
+  virtual bool simulated() const { return true; }  // false: real NeuronCores (the Neuron runtime)
   virtual int num_cores() = 0;
   static constexpr const char* kMemoryKinds[] = {"device", "pinned_host"};
   virtual StatusOr<TransferResult> BufferFromHost(int core, const HostBufferSpec& spec) = 0;

@@ -78,4 +78,18 @@ StatusOr<Attributes> EnginePluginAttributes(const std::string& library_path) {
   return attributes;
 }
 
+Attributes DescribeEngine(bool with_memory) {
+  auto choice = ReadEngineChoice();
+  if (!choice.ok()) return {{"engine_error", choice.status().message()}};
+  const EngineChoice resolved = ResolveEngineChoice(choice.value());
+  Attributes out = {{"engine", std::string(resolved == EngineChoice::kNeuron ? "neuron" : "sim")}};
+  if (choice.value() == EngineChoice::kAuto && resolved == EngineChoice::kSim) {
+    out.push_back({"neuron_unavailable", DefaultNeuronAvailability().why_not});
+  }
+  if (resolved == EngineChoice::kNeuron) {
+    for (Attribute& a : DescribeNeuronRuntime(with_memory)) out.push_back(std::move(a));
+  }
+  return out;
+}
+
 }  // namespace pjrt_neuron::engine

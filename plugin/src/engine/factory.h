@@ -42,4 +42,8 @@ StatusOr<std::unique_ptr<Engine>> CreateEngine(const EngineRequest& request, std
 // The plugin attributes of the engine the plugin would create (StableHLO versions); no client needed.
 StatusOr<Attributes> EnginePluginAttributes(const std::string& library_path);
 
+// The engine a client would run on ("engine": sim or neuron, or "engine_error") and, on the
+// neuron engine, what its runtime and compiler report (DescribeNeuronRuntime).
+Attributes DescribeEngine(bool with_memory);
+
 }  // namespace pjrt_neuron::engine

@@ -84,6 +84,7 @@ class NeuronEngine : public Engine {
   // Goes into the compile cache's key: a new compiler, target or LNC makes new entries.
   std::string description() override { return "Neuron runtime + " + made_by_; }
   int num_cores() override { return num_cores_; }
+  bool simulated() const override { return false; }
 
   StatusOr<TransferResult> BufferFromHost(int core, const HostBufferSpec& spec) override {
     PN_RETURN_IF_ERROR(CheckCore(core));
@@ -263,7 +264,102 @@ NeuronAvailability Probe() {
   return result;
 }
 
+std::string FamilyName(uint32_t family) {
+  const std::string target = TargetFor(family, "");
+  return target.empty() ? "unknown (" + std::to_string(family) + ")" : target;
+}
+
 }  // namespace
+
+Attributes DescribeNeuronRuntime(bool with_memory) {
+  Attributes out;
+  auto settings = ReadNeuronSettings();
+  if (!settings.ok()) {
+    out.push_back({"settings_error", settings.status().message()});
+    return out;
+  }
+  out.push_back({"neuron_library", settings->nrt_library});
+  auto library = NrtLibrary::Open(settings->nrt_library);
+  if (!library.ok()) {
+    out.push_back({"runtime_error", library.status().message()});
+  } else {
+    const NrtApi& api = library.value()->api();
+    if (api.get_version == nullptr) {
+      out.push_back({"runtime_version_error", std::string("the library has no nrt_get_version")});
+    } else {
+      NrtVersion version{};
+      NrtStatus s = api.get_version(&version, sizeof version);
+      if (s != 0) {
+        out.push_back({"runtime_version_error", "nrt_get_version: status " + std::to_string(s)});
+      } else {
+        version.detail[sizeof version.detail - 1] = '\0';
+        version.git_hash[sizeof version.git_hash - 1] = '\0';
+        std::string text = std::to_string(version.major) + "." + std::to_string(version.minor) + "." +
+                           std::to_string(version.patch) + "." + std::to_string(version.maintenance);
+        if (version.detail[0] != '\0') text += " (" + std::string(version.detail) + ")";
+        if (version.git_hash[0] != '\0') text += " git " + std::string(version.git_hash);
+        out.push_back({"runtime_version", text});
+      }
+    }
+    if (api.get_instance_info != nullptr) {
+      NrtInstanceInfo info{};
+      NrtStatus s = api.get_instance_info(&info, sizeof info);
+      if (s == 0) {
+        out.push_back({"instance_family", FamilyName(info.family)});
+        out.push_back({"instance_size_code", static_cast<int64_t>(info.size)});
+      } else {
+        out.push_back({"instance_error", "nrt_get_instance_info: status " + std::to_string(s)});
+      }
+    }
+    uint32_t count = 0;
+    if (api.get_total_vnc_count != nullptr && api.get_total_vnc_count(&count) == 0) {
+      out.push_back({"total_cores", static_cast<int64_t>(count)});
+    }
+    count = 0;
+    NrtStatus s = api.get_visible_vnc_count(&count);
+    if (s == 0) {
+      out.push_back({"visible_cores", static_cast<int64_t>(count)});
+    } else {
+      out.push_back({"visible_cores_error", "nrt_get_visible_vnc_count: status " + std::to_string(s)});
+    }
+    if (with_memory) {
+      auto runtime = Runtime::Open(settings->nrt_library);
+      if (!runtime.ok()) {
+        out.push_back({"hbm_error", runtime.status().message()});
+      } else {
+        std::vector<int64_t> hbm;
+        Status failed = Status::Ok();
+        for (int core = 0; core < runtime.value()->visible_cores() && failed.ok(); ++core) {
+          auto memory = runtime.value()->MemoryStats(core);
+          if (memory.ok()) {
+            hbm.push_back(memory->bytes_limit);
+          } else {
+            failed = memory.status();
+          }
+        }
+        runtime.value()->EndUse();
+        if (failed.ok()) {
+          out.push_back({"hbm_bytes_per_core", hbm});
+        } else {
+          out.push_back({"hbm_error", failed.message()});
+        }
+      }
+    }
+  }
+  out.push_back({"neuronx_cc", settings->neuronx_cc});
+  const std::string compiler = FindExecutable(settings->neuronx_cc);
+  if (compiler.empty()) {
+    out.push_back({"compiler_error", "'" + settings->neuronx_cc + "' was not found (PATH, or PJRT_NEURON_NEURONX_CC)"});
+  } else {
+    auto version = CompilerVersion(compiler);
+    if (version.ok()) {
+      out.push_back({"compiler_version", version.value()});
+    } else {
+      out.push_back({"compiler_error", version.status().message()});
+    }
+  }
+  return out;
+}
 
 StatusOr<std::unique_ptr<Engine>> CreateNeuronEngine(const EngineOptions& options, bool compile_only) {
   auto engine = std::make_unique<NeuronEngine>();

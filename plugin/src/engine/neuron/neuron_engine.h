@@ -21,6 +21,13 @@ struct NeuronAvailability {
 };
 const NeuronAvailability& DefaultNeuronAvailability();
 
+// What the Neuron runtime and compiler of this process's settings report, for `pjrt-neuron ls`
+// and `selftest`: neuron_library, runtime_version, instance_family, instance_size_code,
+// total_cores, visible_cores, neuronx_cc, compiler_version; `*_error` attributes say why one
+// is missing. Without `with_memory` nothing claims a core (no nrt_init unless this process
+// already runs the runtime); with it, hbm_bytes_per_core (or hbm_error) from a session.
+Attributes DescribeNeuronRuntime(bool with_memory);
+
 // Ends every neuronx-cc (and StableHLO converter) run in progress; their compiles fail
 // with CANCELLED.
 void CancelNeuronCompilations();

@@ -103,6 +103,7 @@ StatusOr<std::shared_ptr<NrtLibrary>> NrtLibrary::Open(const std::string& path) 
   Bind(handle, "nrt_get_total_vnc_count", &a.get_total_vnc_count);
   Bind(handle, "nrt_get_instance_info", &a.get_instance_info);
   Bind(handle, "nrt_get_status_as_str", &a.get_status_as_str);
+  Bind(handle, "nrt_get_version", &a.get_version);
   if (path != kDefaultNrtLibrary) {
     std::lock_guard<std::mutex> explicit_lock(ExplicitMutex());
     ExplicitPaths().insert(RealPath(path));

@@ -59,6 +59,17 @@ struct NrtInstanceInfo {
 };
 constexpr uint32_t kFamilyTrn1 = 2, kFamilyTrn1n = 3, kFamilyInf2 = 4, kFamilyTrn2 = 5;
 
+// The contract names nrt_get_version but not its struct; this is AWS's published nrt.h layout
+// (four numbers, a detail text, a git hash). A first run on hardware must confirm it.
+struct NrtVersion {
+  uint64_t major;
+  uint64_t minor;
+  uint64_t patch;
+  uint64_t maintenance;
+  char detail[128];
+  char git_hash[64];
+};
+
 struct NrtApi {
   // Required.
   NrtStatus (*init)(int framework, const char* fw_version, const char* fal_version) = nullptr;
@@ -87,6 +98,7 @@ struct NrtApi {
   NrtStatus (*get_total_vnc_count)(uint32_t* count) = nullptr;
   NrtStatus (*get_instance_info)(NrtInstanceInfo* info, size_t size) = nullptr;
   const char* (*get_status_as_str)(NrtStatus status) = nullptr;
+  NrtStatus (*get_version)(NrtVersion* version, size_t size) = nullptr;
 };
 
 // A loaded libnrt; dlclose'd when the last holder lets go.
