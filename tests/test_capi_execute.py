@@ -142,6 +142,24 @@ def test_async_execute_completion_event_and_ready_outputs(client):
     np.testing.assert_array_equal(outputs[0][0].to_numpy(), A + A)
 
 
+def test_a_ready_event_may_be_destroyed_inside_its_own_on_ready_callback(client):
+    # JAX does this: the callback of a ready event runs inside PJRT_Event_OnReady and destroys
+    # the event, so the plugin must read nothing of it afterwards (the sanitizer leg,
+    # .ci/sanitize_check.sh, reported a heap-use-after-free here).
+    executable = client.compile(DOUBLE)
+    outputs, (event,) = executable.execute_async([client.buffer_from_numpy(A)])
+    event.await_()
+    seen = []
+
+    def destroy_in_callback(error):
+        seen.append(error)
+        event.destroy()
+
+    event.on_ready(destroy_in_callback)
+    assert seen == [None] and event.ptr is None
+    np.testing.assert_array_equal(outputs[0][0].to_numpy(), A + A)
+
+
 # --------------------------------------------------------------------------
 # Executable properties
 # --------------------------------------------------------------------------
