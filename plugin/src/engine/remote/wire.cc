@@ -65,24 +65,37 @@ struct LengthWithDescriptor {
 }  // namespace
 
 bool SendFrame(int fd, const std::string& payload, int pass_fd) {
+  // Length and payload in one sendmsg: one system call, and the peer wakes once for the frame
+  // instead of once for the length and again for the payload (the descriptor, if any, still
+  // rides on the length's bytes: the first of the message).
   uint64_t size = payload.size();
-  size_t sent = 0;
+  iovec parts[2] = {{&size, sizeof(size)}, {const_cast<char*>(payload.data()), payload.size()}};
+  msghdr message{};
+  message.msg_iov = parts;
+  message.msg_iovlen = payload.empty() ? 1 : 2;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   if (pass_fd >= 0) {
-    LengthWithDescriptor length(&size);
-    cmsghdr* header = CMSG_FIRSTHDR(&length.message);
+    message.msg_control = control;
+    message.msg_controllen = sizeof(control);
+    cmsghdr* header = CMSG_FIRSTHDR(&message);
     header->cmsg_level = SOL_SOCKET;
     header->cmsg_type = SCM_RIGHTS;
     header->cmsg_len = CMSG_LEN(sizeof(int));
     std::memcpy(CMSG_DATA(header), &pass_fd, sizeof(int));
-    ssize_t n;
-    do {
-      n = sendmsg(fd, &length.message, MSG_NOSIGNAL);
-    } while (n < 0 && errno == EINTR);
-    if (n <= 0) return false;
-    sent = static_cast<size_t>(n);
   }
-  return WriteAll(fd, reinterpret_cast<const char*>(&size) + sent, sizeof(size) - sent) &&
-         WriteAll(fd, payload.data(), payload.size());
+  ssize_t n;
+  do {
+    n = sendmsg(fd, &message, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0) return false;
+  // A short send (a large payload, a full socket buffer): the rest goes as plain bytes.
+  size_t sent = static_cast<size_t>(n);
+  if (sent < sizeof(size)) {
+    return WriteAll(fd, reinterpret_cast<const char*>(&size) + sent, sizeof(size) - sent) &&
+           WriteAll(fd, payload.data(), payload.size());
+  }
+  sent -= sizeof(size);
+  return WriteAll(fd, payload.data() + sent, payload.size() - sent);
 }
 
 bool ReceiveFrame(int fd, std::string* payload, int* received_fd) {
