@@ -409,3 +409,19 @@ def test_transfer_manager_is_unimplemented_in_multi_process_mode_and_charges_not
         plugin_api.call("PJRT_Client_CreateBuffersForAsyncHostToDevice", client=client.ptr,
                         shape_specs=ctypes.addressof(spec), num_shape_specs=1, memory=device.default_memory.ptr)
     assert device.memory_stats()["bytes_in_use"] == before
+
+
+def test_a_copy_to_the_host_checks_its_destination_size_in_the_daemon(world):
+    # Through the daemon the size check and the copy are one request: a short destination is
+    # refused whole (nothing written), an exact one gets the bytes, a large one gets them inline
+    # or through the shared window.
+    for count in (4, 1 << 16):
+        values = np.arange(count, dtype=np.float32)
+        buffer = world[0].buffer_from_numpy(values)
+        assert buffer.host_size() == values.nbytes
+        short = np.full(count - 1, -1.0, np.float32)
+        with pjrt_error(P.ErrorCode.INVALID_ARGUMENT, "PJRT_Buffer_ToHostBuffer",
+                        f"dst_size is {short.nbytes} bytes but the buffer needs {values.nbytes}"):
+            buffer.api.call("PJRT_Buffer_ToHostBuffer", src=buffer.ptr, dst=short.ctypes.data, dst_size=short.nbytes)
+        np.testing.assert_array_equal(short, -1.0)
+        np.testing.assert_array_equal(buffer.to_numpy(), values)

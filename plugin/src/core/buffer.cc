@@ -46,12 +46,7 @@ StatusOr<size_t> Buffer::HostSizeInBytes(const PJRT_Buffer_MemoryLayout* host_la
 }
 
 StatusOr<std::unique_ptr<Event>> Buffer::ToHost(void* dst, size_t dst_size, const PJRT_Buffer_MemoryLayout* host_layout) {
-  PN_ASSIGN_OR_RETURN(size_t required, HostSizeInBytes(host_layout));
-  if (dst_size < required) {
-    return InvalidArgument("dst_size is " + std::to_string(dst_size) + " bytes but the buffer needs " +
-                           std::to_string(required));
-  }
-  PN_ASSIGN_OR_RETURN(engine::EventRef done, buffer_->ToHost(dst, dst_size, host_layout, nullptr));
+  PN_ASSIGN_OR_RETURN(engine::EventRef done, buffer_->CheckedToHost(dst, dst_size, host_layout));
   return std::make_unique<Event>(std::move(done));
 }
 

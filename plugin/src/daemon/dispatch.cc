@@ -125,8 +125,10 @@ std::string ToHost(Session& s, const ToHostRequest& request, const SharedWindow&
   std::string data(request.query_only || to_window ? 0 : request.dst_size, '\0');
   char* dst = request.query_only ? nullptr : to_window ? window.data() : data.data();
   size_t required = 0;
-  auto event = buffer->ToHost(dst, request.query_only ? 0 : request.dst_size,
-                              request.host_layout ? &layout : nullptr, &required);
+  const PJRT_Buffer_MemoryLayout* host_layout = request.host_layout ? &layout : nullptr;
+  // A copy is checked here, in the same request, rather than after a size query of its own.
+  auto event = request.query_only ? buffer->ToHost(nullptr, 0, host_layout, &required)
+                                  : buffer->CheckedToHost(dst, request.dst_size, host_layout);
   if (!event.ok()) return EncodeReply(event.status());
   if (Status done = Await(*event); !done.ok()) return EncodeReply(done);
   ToHostReply reply;

@@ -46,6 +46,18 @@ class Buffer {
   // Copies to `dst`; with dst == nullptr only reports the size needed in *required_size.
   virtual StatusOr<EventRef> ToHost(void* dst, size_t dst_size, const PJRT_Buffer_MemoryLayout* host_layout,
                                     size_t* required_size) = 0;
+  // Copies to `dst` after checking that dst_size holds the bytes. An engine whose every call is
+  // a round trip (remote) does both in one.
+  virtual StatusOr<EventRef> CheckedToHost(void* dst, size_t dst_size, const PJRT_Buffer_MemoryLayout* host_layout) {
+    size_t required = 0;
+    PN_ASSIGN_OR_RETURN(EventRef ignored, ToHost(nullptr, 0, host_layout, &required));
+    (void)ignored;
+    if (dst_size < required) {
+      return InvalidArgument("dst_size is " + std::to_string(dst_size) + " bytes but the buffer needs " +
+                             std::to_string(required));
+    }
+    return ToHost(dst, dst_size, host_layout, nullptr);
+  }
   virtual StatusOr<EventRef> CopyRawToHost(void* dst, int64_t offset, int64_t size) = 0;
   virtual StatusOr<std::unique_ptr<Buffer>> CopyTo(int core, const std::string& memory_kind) = 0;
   virtual StatusOr<EventRef> ReadyEvent() = 0;

@@ -240,6 +240,11 @@ class RemoteBuffer : public Buffer {
     return EventRef(std::make_shared<CompletedEvent>());
   }
 
+  // The daemon checks the size and copies in one round trip.
+  StatusOr<EventRef> CheckedToHost(void* dst, size_t dst_size, const PJRT_Buffer_MemoryLayout* host_layout) override {
+    return ToHost(dst, dst_size, host_layout, nullptr);
+  }
+
   StatusOr<EventRef> CopyRawToHost(void* dst, int64_t offset, int64_t size) override {
     PN_ASSIGN_OR_RETURN(std::unique_ptr<Connection> c, channel_->Lease());
     char* window = size >= static_cast<int64_t>(kSharedTransferBytes) ? c->WindowFor(size) : nullptr;
