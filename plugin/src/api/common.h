@@ -107,8 +107,10 @@ void BindLoadedExecutables(PJRT_Api* api);
 void BindTopology(PJRT_Api* api);
 void BindExecuteContexts(PJRT_Api* api);
 void BindTransferManagers(PJRT_Api* api);
-// The head of the plugin's extension chain (PJRT_Api.extension_start).
-PJRT_Extension_Base* ProfilerExtension();
+// The plugin's extensions, each linked in front of `next` (PJRT_Api.extension_start).
+PJRT_Extension_Base* ProfilerExtension(PJRT_Extension_Base* next);
+PJRT_Extension_Base* LayoutsExtension(PJRT_Extension_Base* next);
+PJRT_Extension_Base* MemoryDescriptionsExtension(PJRT_Extension_Base* next);
 void BindStubs(PJRT_Api* api);
 
 }  // namespace pjrt_neuron::api

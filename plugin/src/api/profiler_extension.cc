@@ -169,6 +169,9 @@ PJRT_Profiler_Extension profiler_extension = {
 
 }  // namespace
 
-PJRT_Extension_Base* ProfilerExtension() { return &profiler_extension.base; }
+PJRT_Extension_Base* ProfilerExtension(PJRT_Extension_Base* next) {
+  profiler_extension.base.next = next;
+  return &profiler_extension.base;
+}
 
 }  // namespace pjrt_neuron::api

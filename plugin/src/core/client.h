@@ -54,6 +54,8 @@ class Client : public Tagged<0x4e434c49> {
   StatusOr<int64_t> EngineIdOf(int64_t device_id) const;
   StatusOr<int64_t> DeviceIdOf(int64_t engine_core) const;
   const std::vector<int>& physical_cores() const { return lease_->cores(); }
+  // For the api layer's forwarded extensions (engine::Native).
+  engine::Engine& engine() { return *engine_; }
 
  private:
   Client() = default;

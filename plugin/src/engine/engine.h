@@ -24,6 +24,15 @@ struct Attribute {
 };
 using Attributes = std::vector<Attribute>;
 
+// An engine's own PJRT object and the API it belongs to, so that PJRT extensions the engine
+// offers (the simulator's XLA CPU plugin) can be forwarded to it. Both null where the engine
+// has no PJRT plugin underneath (the instance daemon's, the Neuron runtime's).
+template <typename Handle>
+struct Native {
+  const PJRT_Api* api = nullptr;
+  Handle* handle = nullptr;
+};
+
 // Completion of asynchronous engine work: a transfer, an execution, a ready buffer.
 class Event {
  public:
@@ -69,6 +78,7 @@ class Buffer {
   virtual Status IncreaseExternalReferenceCount() = 0;
   virtual Status DecreaseExternalReferenceCount() = 0;
   virtual StatusOr<void*> OpaqueDeviceMemoryPointer() = 0;
+  virtual Native<PJRT_Buffer> NativeBuffer() { return {}; }
 };
 
 struct HostBufferSpec {
@@ -166,6 +176,7 @@ class Executable {
                                           const ExecuteOptions& options, int only_core) = 0;
   virtual void Delete() = 0;
   virtual bool IsDeleted() = 0;
+  virtual Native<PJRT_Executable> NativeExecutable() { return {}; }
 };
 
 struct Program {
@@ -210,6 +221,7 @@ class Engine {
   virtual StatusOr<CoreMemoryStats> CoreMemory(int core) {
     return Status(ErrorCode::kUnimplemented, "this engine reports no per-core memory figures");
   }
+  virtual Native<PJRT_Client> NativeClient() { return {}; }
 };
 
 

@@ -314,6 +314,7 @@ class SimBuffer : public Buffer {
     TakeError(api_, api_->PJRT_Buffer_Destroy(&args));
   }
   PJRT_Buffer* inner() { return buffer_; }
+  Native<PJRT_Buffer> NativeBuffer() override { return {api_, buffer_}; }
   int core() override;
   const std::string& memory_kind() override;
   PJRT_Buffer_Type element_type() override { return type_; }
@@ -437,6 +438,7 @@ class SimExecutable : public Executable {
   int num_partitions() override { return num_partitions_; }
   const std::vector<OutputShape>& outputs() override { return outputs_->shapes; }
   std::vector<int> addressable_cores() override { return addressable_cores_; }
+  Native<PJRT_Executable> NativeExecutable() override { return {api_, executable_}; }
 
   StatusOr<std::string> Fingerprint() override {
     INNER_ARGS(PJRT_Executable_Fingerprint_Args, args);
@@ -657,6 +659,7 @@ class SimEngine : public Engine {
 
   std::string description() override { return "XLA CPU (PJRT " + version_ + ")"; }
   int num_cores() override { return static_cast<int>(devices_.size()); }
+  Native<PJRT_Client> NativeClient() override { return {api_, client_}; }
 
   StatusOr<TransferResult> BufferFromHost(int core, const HostBufferSpec& spec) override {
     PN_ASSIGN_OR_RETURN(std::optional<TransferResult> copied, CopyFromHost(core, spec));
