@@ -130,7 +130,7 @@ class Channel {
   StatusOr<std::string> CallOn(Connection& c, const std::string& request) {
     std::string reply;
     int pass_fd = c.window_is_new ? c.window.fd() : -1;
-    if (!SendFrame(c.fd, request, pass_fd) || !ReceiveFrame(c.fd, &reply)) {
+    if (!SendFrame(c.fd, request, pass_fd) || !ReceiveReply(c.fd, &reply)) {
       close(c.fd);
       c.fd = -1;
       return Gone();
@@ -168,7 +168,7 @@ class Channel {
     AttachRequest attach;
     attach.session = session_;
     std::string reply;
-    if (!SendFrame(fd, EncodeRequest(attach)) || !ReceiveFrame(fd, &reply)) return nullptr;
+    if (!SendFrame(fd, EncodeRequest(attach)) || !ReceiveReply(fd, &reply)) return nullptr;
     if (!DecodeReply<EmptyReply>(reply).ok()) return nullptr;
     return c;
   }
@@ -690,7 +690,7 @@ StatusOr<std::unique_ptr<Engine>> ConnectInstanceEngine(const ConnectOptions& op
     hello.cores = options.cores;
     hello.timeout_seconds = options.peer_timeout_seconds;
     std::string bytes;
-    if (!SendFrame(fd, EncodeRequest(hello)) || !ReceiveFrame(fd, &bytes)) {
+    if (!SendFrame(fd, EncodeRequest(hello)) || !ReceiveReply(fd, &bytes)) {
       close(fd);
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       continue;

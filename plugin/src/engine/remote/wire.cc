@@ -128,6 +128,32 @@ bool ReceiveFrame(int fd, std::string* payload, int* received_fd) {
   return true;
 }
 
+bool ReceiveReply(int fd, std::string* payload) {
+  // The daemon sends nothing on a connection but the reply to its one open request, so reading
+  // past the length cannot take another frame's bytes: a small reply costs one recv, not two.
+  char head[4096];
+  size_t have = 0;
+  while (have < sizeof(uint64_t)) {
+    ssize_t n = recv(fd, head + have, sizeof(head) - have, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    have += static_cast<size_t>(n);
+  }
+  uint64_t size = 0;
+  std::memcpy(&size, head, sizeof(size));
+  size_t body = have - sizeof(size);
+  if (size > kMaxFrameBytes || body > size) return false;
+  payload->assign(head + sizeof(size), body);
+  constexpr size_t kStep = size_t{64} << 20;
+  while (payload->size() < size) {
+    size_t got = payload->size();
+    size_t next = std::min<size_t>(size - got, kStep);
+    payload->resize(got + next);
+    if (!ReadAll(fd, payload->data() + got, next)) return false;
+  }
+  return true;
+}
+
 bool PeerOf(int fd, Peer* peer) {
   ucred credentials{};
   socklen_t length = sizeof(credentials);

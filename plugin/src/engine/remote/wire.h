@@ -123,6 +123,8 @@ class Reader {
 // `received_fd` gets it, or -1.
 bool SendFrame(int fd, const std::string& payload, int pass_fd = -1);
 bool ReceiveFrame(int fd, std::string* payload, int* received_fd = nullptr);
+// A reply on the process's side: like ReceiveFrame without a descriptor, in fewer system calls.
+bool ReceiveReply(int fd, std::string* payload);
 
 // No message comes near this (large arrays travel through the SharedWindow); a length above it
 // is a peer that is not this plugin.
