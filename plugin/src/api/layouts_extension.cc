@@ -1,12 +1,18 @@
 // The Layouts extension: default, buffer and program-output layouts, as the engine's own
 // Layouts extension (the XLA CPU plugin's) answers them. Our handles are turned into the
-// engine's before the call; the layouts handed back are the engine's objects.
+// engine's before the call; the layouts handed back are the engine's objects. Engines with no
+// PJRT plugin underneath (the instance daemon's, the Neuron runtime's) get default and buffer
+// layouts from the plugin's model (dense, in XLA's text form), since XLA aborts the process
+// when a buffer's layout query fails; their output layouts stay UNIMPLEMENTED (JAX falls back).
 //
 // The extension's ABI (version 2: up to the executable's output layouts) is declared here from
 // openxla/xla's public description, since the engine wheel ships only pjrt_c_api.h.
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <string>
+#include <unordered_set>
+#include <vector>
 
 #include "api/common.h"
 #include "core/buffer.h"
@@ -116,6 +122,38 @@ StatusOr<const PJRT_Layouts_Extension*> LayoutsOfHandedOut() {
   return EngineLayouts(api);
 }
 
+// Layouts the plugin made itself: their serialized text. Told apart from the engine's by address.
+struct ModelLayout {
+  std::string text;
+};
+std::mutex model_layouts_mutex;
+std::unordered_set<const void*> model_layouts;
+
+PJRT_Layouts_MemoryLayout* NewModelLayout(std::string text) {
+  auto* layout = new ModelLayout{std::move(text)};
+  std::lock_guard<std::mutex> lock(model_layouts_mutex);
+  model_layouts.insert(layout);
+  return reinterpret_cast<PJRT_Layouts_MemoryLayout*>(layout);
+}
+
+const ModelLayout* FindModelLayout(const PJRT_Layouts_MemoryLayout* layout) {
+  std::lock_guard<std::mutex> lock(model_layouts_mutex);
+  return model_layouts.count(layout) != 0 ? reinterpret_cast<const ModelLayout*>(layout) : nullptr;
+}
+
+// XLA's text form of a layout, as the engine serializes it: "{1,0}" for a row-major matrix.
+std::string LayoutText(const std::vector<int64_t>& minor_to_major) {
+  std::string text = "{";
+  for (size_t i = 0; i < minor_to_major.size(); ++i) text += (i ? "," : "") + std::to_string(minor_to_major[i]);
+  return text + "}";
+}
+
+std::vector<int64_t> DenseMinorToMajor(size_t num_dims) {
+  std::vector<int64_t> order;
+  for (size_t i = num_dims; i > 0; --i) order.push_back(static_cast<int64_t>(i - 1));
+  return order;
+}
+
 Status CheckDims(const int64_t* dims, size_t num_dims) {
   if (num_dims > 0 && dims == nullptr) return InvalidArgument("`dims` is null but `num_dims` is " + std::to_string(num_dims));
   for (size_t i = 0; i < num_dims; ++i) {
@@ -127,6 +165,13 @@ Status CheckDims(const int64_t* dims, size_t num_dims) {
 Status MemoryLayoutDestroyBody(PJRT_Layouts_MemoryLayout_Destroy_Args* args) {
   PN_REQUIRE_ARGS(args, PJRT_Layouts_MemoryLayout_Destroy_Args, layout);
   if (args->layout == nullptr) return Status::Ok();
+  {
+    std::lock_guard<std::mutex> lock(model_layouts_mutex);
+    if (model_layouts.erase(args->layout) != 0) {
+      delete reinterpret_cast<ModelLayout*>(args->layout);
+      return Status::Ok();
+    }
+  }
   PN_ASSIGN_OR_RETURN(const PJRT_Layouts_Extension* layouts, LayoutsOfHandedOut());
   PJRT_Layouts_MemoryLayout_Destroy_Args inner{sizeof(inner), nullptr, args->layout};
   return TakeNativeError(layouts_api.load(), layouts->MemoryLayout_Destroy(&inner));
@@ -135,6 +180,14 @@ Status MemoryLayoutDestroyBody(PJRT_Layouts_MemoryLayout_Destroy_Args* args) {
 Status MemoryLayoutSerializeBody(PJRT_Layouts_MemoryLayout_Serialize_Args* args) {
   PN_REQUIRE_ARGS(args, PJRT_Layouts_MemoryLayout_Serialize_Args, serialized_layout_deleter);
   if (args->layout == nullptr) return InvalidArgument("`layout` is null");
+  if (const ModelLayout* model = FindModelLayout(args->layout)) {
+    auto* copy = new std::string(model->text);  // outlives the layout, as the ABI allows
+    args->serialized_bytes = copy->data();
+    args->serialized_bytes_size = copy->size();
+    args->serialized_layout = reinterpret_cast<PJRT_Layouts_SerializedLayout*>(copy);
+    args->serialized_layout_deleter = [](PJRT_Layouts_SerializedLayout* s) { delete reinterpret_cast<std::string*>(s); };
+    return Status::Ok();
+  }
   PN_ASSIGN_OR_RETURN(const PJRT_Layouts_Extension* layouts, LayoutsOfHandedOut());
   PJRT_Layouts_MemoryLayout_Serialize_Args inner{};
   inner.struct_size = sizeof(inner);
@@ -152,6 +205,10 @@ Status ClientGetDefaultLayoutBody(PJRT_Layouts_PJRT_Client_GetDefaultLayout_Args
   PN_ASSIGN_OR_RETURN(core::Client * client, Unwrap<core::Client>(args->client, "client"));
   PN_RETURN_IF_ERROR(CheckDims(args->dims, args->num_dims));
   const engine::Native<PJRT_Client> native = client->engine().NativeClient();
+  if (native.api == nullptr) {
+    args->layout = NewModelLayout(LayoutText(DenseMinorToMajor(args->num_dims)));
+    return Status::Ok();
+  }
   PN_ASSIGN_OR_RETURN(const PJRT_Layouts_Extension* layouts, EngineLayouts(native.api));
   PJRT_Layouts_PJRT_Client_GetDefaultLayout_Args inner{sizeof(inner), nullptr, native.handle, args->type,
                                                        args->dims, args->num_dims, nullptr};
@@ -165,6 +222,16 @@ Status BufferMemoryLayoutBody(PJRT_Layouts_PJRT_Buffer_MemoryLayout_Args* args) 
   PN_ASSIGN_OR_RETURN(core::Buffer * buffer, Unwrap<core::Buffer>(args->buffer, "buffer"));
   if (buffer->IsDeleted()) return InvalidArgument("`buffer` was deleted or donated");
   const engine::Native<PJRT_Buffer> native = buffer->engine_buffer().NativeBuffer();
+  if (native.api == nullptr) {
+    PJRT_Buffer_MemoryLayout layout{};
+    PN_RETURN_IF_ERROR(buffer->GetMemoryLayout(&layout));
+    std::vector<int64_t> order = DenseMinorToMajor(buffer->dims().size());
+    if (layout.type == PJRT_Buffer_MemoryLayout_Type_Tiled && layout.tiled.minor_to_major != nullptr) {
+      order.assign(layout.tiled.minor_to_major, layout.tiled.minor_to_major + layout.tiled.minor_to_major_size);
+    }
+    args->layout = NewModelLayout(LayoutText(order));
+    return Status::Ok();
+  }
   PN_ASSIGN_OR_RETURN(const PJRT_Layouts_Extension* layouts, EngineLayouts(native.api));
   PJRT_Layouts_PJRT_Buffer_MemoryLayout_Args inner{sizeof(inner), nullptr, native.handle, nullptr};
   PN_RETURN_IF_ERROR(TakeNativeError(native.api, layouts->Buffer_MemoryLayout(&inner)));
