@@ -425,3 +425,27 @@ def test_a_copy_to_the_host_checks_its_destination_size_in_the_daemon(world):
             buffer.api.call("PJRT_Buffer_ToHostBuffer", src=buffer.ptr, dst=short.ctypes.data, dst_size=short.nbytes)
         np.testing.assert_array_equal(short, -1.0)
         np.testing.assert_array_equal(buffer.to_numpy(), values)
+
+
+def test_layouts_on_the_daemon_engine_come_from_the_model_and_equal_the_cpu_plugin_s(plugin_api, cpu_api, world):
+    from test_capi_extensions import LAYOUT_SLOTS, LAYOUTS, OutputLayouts, Ext
+    ours, cpu = Ext(plugin_api, LAYOUTS, LAYOUT_SLOTS), Ext(cpu_api, LAYOUTS, LAYOUT_SLOTS)
+    cpu_client = P.Client(cpu_api)
+    try:
+        client = world[0]
+        for dtype, dims in [(np.float32, (2, 3)), (np.int8, ()), (np.int32, (4, 0, 5))]:
+            assert ours.default_layout(client, dtype, dims) == cpu.default_layout(cpu_client, dtype, dims)
+            host = np.zeros(dims, dtype=dtype)
+            buffer, cpu_buffer = client.buffer_from_numpy(host), cpu_client.buffer_from_numpy(host)
+            assert ours.buffer_layout(buffer) == cpu.buffer_layout(cpu_buffer)
+            buffer.destroy()
+            cpu_buffer.destroy()
+        executable = client.compile(PER_REPLICA, compile_options=TWO_REPLICAS)
+        with executable.get_executable() as e:
+            with pytest.raises(P.PjrtError) as info:
+                ours.call("output_layouts", OutputLayouts(executable=e.ptr))
+        assert info.value.code == P.ErrorCode.UNIMPLEMENTED
+        assert "PJRT_Layouts_ExecutableGetOutputLayouts" in str(info.value)
+        executable.destroy()
+    finally:
+        cpu_client.close()
