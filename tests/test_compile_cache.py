@@ -811,6 +811,26 @@ def test_compiler_killed_midway_leaves_nothing_and_the_waiter_compiles(tmp_path,
     assert not list(directory.glob("*.tmp.*"))
 
 
+def test_process_started_after_a_killed_compiler_compiles(tmp_path, children):
+    """SIGKILL while compiling (holding the key's lock) leaves the lock file and nothing else;
+    a process started afterwards takes the lock, compiles, and leaves one valid entry."""
+    directory = tmp_path / "cache"
+    program, data = write_program(tmp_path, chain(KILLED_BLOCKS), X16)
+    first = children(compile_program_argv(program, data), subprocess_env(directory), tmp_path / "e1")
+    first.wait_for("compiling")
+    time.sleep(0.3)
+    assert first.proc.poll() is None, "the first finished compiling too soon for this test"
+    first.kill()
+    assert list(directory.glob("*.lock")) and not list(directory.glob("*.entry"))
+    result = children(compile_program_argv(program, data), subprocess_env(directory),
+                      tmp_path / "e2").finish(timeout=120)
+    assert "error" not in result, result
+    assert result["metrics"]["compiles"] == 1 and result["metrics"]["cache_misses"] == 1
+    np.testing.assert_allclose(result["output"], chain_reference(X16, KILLED_BLOCKS), atol=1e-5)
+    assert [e.valid for e in cache.entries(directory)] == [True]
+    assert not list(directory.glob("*.tmp.*"))
+
+
 # --------------------------------------------------------------------------
 # Eviction and pruning
 # --------------------------------------------------------------------------
