@@ -337,7 +337,10 @@ def test_progress_then_ctrl_c_ends_the_compiler(standin, tmp_path):
     env = dict(os.environ, **standin_env(standin, tmp_path, NEURON_STANDIN_CC_DELAY=120,
                                          PJRT_NEURON_COMPILE_PROGRESS_SECONDS=0.5),
                PJRT_NEURON_LOCK_DIR=str(tmp_path / "plugin-locks"))
-    script = (f"import sys; sys.path.insert(0, {str(REPO / 'tests')!r}); import pjrt_capi as P, pjrt_neuron, programs\n"
+    # A shell's background job starts with SIGINT ignored, and Python keeps that; a terminal's
+    # Python has its KeyboardInterrupt handler, which is what Ctrl-C reaches.
+    script = ("import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+              f"import sys; sys.path.insert(0, {str(REPO / 'tests')!r}); import pjrt_capi as P, pjrt_neuron, programs\n"
               f"c = P.Client(P.Api(pjrt_neuron.library_path()))\n"
               f"c.compile('// ctrl-c {time.time()}\\n' + programs.DOUBLE)\n")
     child = subprocess.Popen([sys.executable, "-c", script], env=env, stderr=subprocess.PIPE, text=True)
