@@ -1,3 +1,4 @@
+// SHA-256 (FIPS 180-4) over bytes and files, for sha256.h.
 #include "common/sha256.h"
 
 #include <cstring>

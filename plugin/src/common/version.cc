@@ -1,3 +1,4 @@
+// The plugin's version string, as the build defined it (version.h).
 #include "common/version.h"
 
 namespace pjrt_neuron {

@@ -1,3 +1,4 @@
+// Reads a program's collectives and writes their channel ids (collective_program.h).
 #include "hlo/collective_program.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// The Trainium compatibility analysis over a program's HLO instructions (compat_analysis.h).
 #include "hlo/compat_analysis.h"
 
 #include <cstdint>

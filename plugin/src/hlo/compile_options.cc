@@ -1,3 +1,4 @@
+// Reads and adjusts serialized CompileOptionsProto fields on the wire (compile_options.h).
 #include "hlo/compile_options.h"
 
 #include <algorithm>

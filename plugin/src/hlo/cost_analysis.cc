@@ -1,3 +1,4 @@
+// Counts a program's work from the shapes in its HLO (cost_analysis.h).
 #include "hlo/cost_analysis.h"
 
 #include <set>

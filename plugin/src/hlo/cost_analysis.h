@@ -1,6 +1,6 @@
 // Work counts of one program, read from its HLO: matrix-engine FLOPs by element type, vector
 // and scalar element operations, the bytes it must read from and write to HBM, and what each
-// collective moves. Counted from shapes only; the estimate's model (pjrt_neuron/estimate.py)
+// collective moves. Counted from shapes only; the estimate's model (pjrt_neuron/estimator.py)
 // turns them into time on a NeuronCore generation.
 #pragma once
 
