@@ -59,6 +59,7 @@ def _jobs() -> dict:
         # Longest first, so the pool finishes sooner.
         "torch_mlp": _estimate("--json", *ALL, script="torch_mlp.py", script_args=["4"], platform="torch"),
         "jax_mlp": _estimate("--json", *ALL, script="jax_mlp.py", script_args=["4"]),
+        "jax_mlp_bf16": _estimate("--json", script="jax_mlp.py", script_args=["4", "bfloat16"]),
         "data_parallel_2": _estimate("--json", "--trace", TRACE, "--plot", PLOT, script="jax_data_parallel.py", script_args=["2"]),
         "data_parallel_1": _estimate("--json", script="jax_data_parallel.py", script_args=["1"]),
         "matmul_f32": _estimate("--json", *ALL, "--unit", "samples", "--per-step", "256", "--price",
@@ -291,6 +292,19 @@ def test_torch_xla_and_jax_versions_of_one_model_get_the_same_estimate(runs):
         assert j["model_flops_per_step"] == flops, j["programs"]
         assert t["model_flops_per_step"] == flops, t["programs"]
         assert t["step_seconds"] == pytest.approx(j["step_seconds"], rel=0.05)
+
+
+@uses("jax_mlp", "jax_mlp_bf16")
+def test_a_bfloat16_training_step_counts_its_matmuls_at_the_bfloat16_rate_and_no_widening(runs):
+    # XLA's CPU compiler widens bf16 products to f32 in fusions of their own (a convert with a
+    # transpose or copy for the dot's layout), and wraps each bf16 element-wise operation in
+    # converts; forward and backward still count as bf16, and those converts as no work.
+    f32 = program(on(report(runs["jax_mlp"].ok()), "trn1.2xlarge"), "jit_step")
+    bf16 = program(report(runs["jax_mlp_bf16"].ok())["instances"][0], "jit_step")
+    assert list(f32["matmul_flops"]) == ["fp32"]
+    assert bf16["matmul_flops"] == {"bf16": f32["matmul_flops"]["fp32"]}, bf16
+    assert bf16["vector_ops"] == pytest.approx(f32["vector_ops"], rel=0.05)
+    assert bf16["hbm_bytes"] == pytest.approx(f32["hbm_bytes"] / 2, rel=0.05)
 
 
 # ---------------------------------------------------------------- in the process

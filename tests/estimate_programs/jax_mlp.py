@@ -1,4 +1,5 @@
-"""Training steps of a small float32 MLP in JAX; torch_mlp.py is the same model in torch-xla."""
+"""Training steps of a small MLP in JAX: `jax_mlp.py STEPS [float32|bfloat16]`; torch_mlp.py is the
+same model (float32) in torch-xla."""
 
 import sys
 
@@ -23,11 +24,12 @@ def step(params, x, y):
 
 if __name__ == "__main__":
     steps = int(sys.argv[1]) if len(sys.argv) > 1 else 4
+    dtype = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}[sys.argv[2] if len(sys.argv) > 2 else "float32"]
     rng = np.random.default_rng(0)
-    x = jnp.asarray(rng.standard_normal((BATCH, IN), dtype=np.float32))
-    y = jnp.asarray(rng.standard_normal((BATCH, OUT), dtype=np.float32))
-    params = ((jnp.asarray(rng.standard_normal((IN, HIDDEN), dtype=np.float32) * 0.1), jnp.zeros(HIDDEN)),
-              (jnp.asarray(rng.standard_normal((HIDDEN, OUT), dtype=np.float32) * 0.1), jnp.zeros(OUT)))
+    x = jnp.asarray(rng.standard_normal((BATCH, IN), dtype=np.float32), dtype)
+    y = jnp.asarray(rng.standard_normal((BATCH, OUT), dtype=np.float32), dtype)
+    params = ((jnp.asarray(rng.standard_normal((IN, HIDDEN), dtype=np.float32) * 0.1, dtype), jnp.zeros(HIDDEN, dtype)),
+              (jnp.asarray(rng.standard_normal((HIDDEN, OUT), dtype=np.float32) * 0.1, dtype), jnp.zeros(OUT, dtype)))
     for _ in range(steps):
         params, value = step(params, x, y)
     print("loss", float(value))

@@ -274,6 +274,8 @@ int64_t KnownTripCount(const std::string& config) {
   return count;
 }
 
+bool IsFloat(int type) { return type == 12 || std::string(MatmulClass(type)) != "int"; }  // 12: F64
+
 bool IsNarrowFloat(int type) {
   const std::string c = MatmulClass(type);
   return c == "bf16" || c == "fp16" || c == "fp8";
@@ -326,36 +328,36 @@ class Counter {
   }
 
   // The type a matrix product's operand had before XLA's CPU compiler widened it: CPUs multiply
-  // bf16 and fp8 in f32, so the engine's optimized program converts them first, and a NeuronCore
-  // would not. Follows converts, fusion parameters and fusions that only convert.
+  // bf16 and fp8 in f32, so the engine's optimized program converts them first (often in a
+  // fusion of its own, with a transpose or copy for the dot's layout), and a NeuronCore would
+  // not. Follows converts, ops that only move elements, fusion parameters and fusion roots.
   int SourceType(const Instruction* at, const Frame* frame, int depth = 0) const {
     const int type = at->shape.leaves.empty() ? 0 : at->shape.leaves[0].type;
-    if (depth > 16) return type;
+    if (depth > 32) return type;
     const Instruction* next = nullptr;
     const Frame* next_frame = frame;
-    if (at->opcode == "convert" && !at->operands.empty()) {
+    Frame inner{at, frame};
+    if ((at->opcode == "convert" || MovesElementsOnly(at->opcode)) && !at->operands.empty()) {
       next = Find(at->operands[0]);
     } else if (at->opcode == "parameter" && frame != nullptr && frame->call != nullptr &&
                static_cast<size_t>(at->parameter_number) < frame->call->operands.size()) {
       next = Find(frame->call->operands[at->parameter_number]);
       next_frame = frame->caller;
     } else if (at->opcode == "fusion") {
-      const Computation* body = Called(*at);
-      if (body != nullptr) {
-        for (const Instruction& root : body->instructions) {
-          if (root.id == body->root_id && root.opcode == "convert" && !root.operands.empty()) {
-            const Instruction* param = Find(root.operands[0]);
-            if (param != nullptr && param->opcode == "parameter" &&
-                static_cast<size_t>(param->parameter_number) < at->operands.size()) {
-              next = Find(at->operands[param->parameter_number]);
-            }
-          }
-        }
+      if (const Computation* body = Called(*at)) {
+        next = Find(body->root_id);
+        next_frame = &inner;
       }
     }
     if (next == nullptr) return type;
     const int source = SourceType(next, next_frame, depth + 1);
     return IsNarrowFloat(source) && !IsNarrowFloat(type) ? source : type;
+  }
+
+  static bool MovesElementsOnly(const std::string& opcode) {
+    static const std::set<std::string> kMoves = {"copy", "transpose", "reshape", "bitcast", "broadcast",
+                                                 "slice", "dynamic-slice", "pad", "reverse"};
+    return kMoves.count(opcode) > 0;
   }
 
   void CountInstruction(const Instruction& i, double times, int depth, const Frame* frame) {
@@ -377,6 +379,9 @@ class Counter {
       CountDot(i, times, frame);
     } else if (op == "convolution") {
       CountConvolution(i, times, frame);
+    } else if (op == "convert" && ConvertsFloatToFloat(i)) {
+      // Free: the engines convert on their read and write paths. XLA's CPU compiler wraps every
+      // bf16 operation in such converts, which a NeuronCore program would not have.
     } else if (VectorOpcodes().count(op)) {
       cost_.vector_ops += times * static_cast<double>(Elements(i.shape));
     } else if (TranscendentalOpcodes().count(op)) {
@@ -389,6 +394,12 @@ class Counter {
     } else if (const std::string kind = CollectiveKind(op); !kind.empty()) {
       CountCollective(i, kind, times);
     }
+  }
+
+  bool ConvertsFloatToFloat(const Instruction& i) const {
+    const Shape* from = OperandShape(i, 0);
+    if (from == nullptr || from->leaves.empty() || i.shape.leaves.empty()) return false;
+    return IsFloat(from->leaves[0].type) && IsFloat(i.shape.leaves[0].type);
   }
 
   void CountDot(const Instruction& i, double times, const Frame* frame) {
