@@ -23,6 +23,9 @@ func.func @main(%a: tensor<2xf32>) -> tensor<2xf32> {
   return %s : tensor<2xf32>
 }"""
 
+# Each partition adds its partition id: a program of several partitions whose cores differ.
+PER_PARTITION = PER_REPLICA.replace("stablehlo.replica_id", "stablehlo.partition_id")
+
 # Sums the argument over replicas 0 and 1: a collective, so every replica must run it.
 ALL_REDUCE = """
 func.func @main(%a: tensor<2xf32>) -> tensor<2xf32> {

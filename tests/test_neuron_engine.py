@@ -273,11 +273,25 @@ def test_stablehlo_that_does_not_convert_is_invalid_argument(neuron):
     assert error.code == P.ErrorCode.INVALID_ARGUMENT, error
 
 
-def test_sharded_programs_are_unimplemented(neuron):
+def test_program_of_two_partitions_runs_a_partition_per_core(neuron):
+    # Not for the partitioner (no use_spmd_partitioning): each partition is a rank as it is,
+    # and its partition id the rank's.
+    client = neuron()
+    executable = client.compile(programs.PER_PARTITION, compile_options=P.compile_options_proto(num_partitions=2))
+    devices = client.addressable_devices()
+    x = np.array([1, 2], np.float32)
+    outs = executable.execute([[client.buffer_from_numpy(x, device=devices[0])],
+                               [client.buffer_from_numpy(x, device=devices[1])]])
+    for partition, row in enumerate(outs):
+        np.testing.assert_array_equal(row[0].to_numpy(), x + partition)
+
+
+def test_replica_id_in_a_program_of_partitions_is_unimplemented_naming_it(neuron):
     client = neuron()
     error = pjrt_error(lambda: client.compile(
-        programs.DOUBLE, compile_options=P.compile_options_proto(num_partitions=2, use_spmd_partitioning=True)))
-    assert error.code == P.ErrorCode.UNIMPLEMENTED and "SPMD" in error.message, error
+        programs.PER_REPLICA, compile_options=P.compile_options_proto(num_partitions=2)))
+    assert error.code == P.ErrorCode.UNIMPLEMENTED, error
+    assert "replica id in a program of several partitions" in error.message and "replica-id" in error.message, error
 
 
 # ---------------------------------------------------------------- engine choice and processes
@@ -385,14 +399,16 @@ def test_jax_programs_match_the_simulator(standin, tmp_path):
     neuron = run_script(argv, framework_env(standin, tmp_path, "neuron", JAX_PLATFORMS="neuron"))
     sim = run_script(argv, framework_env(standin, tmp_path, "sim", JAX_PLATFORMS="neuron"))
     assert "neuronx-cc" in neuron["platform_version"] and "XLA CPU" in sim["platform_version"]
-    for name in ("add", "matmul", "two_results", "pass_through", "donated", "second_core"):
+    # JAX 0.10 gives pmap, sharded jit and shard_map several partitions: XLA's partitioner
+    # splits them and each partition runs as a rank of the Neuron runtime's collectives.
+    for name in ("add", "matmul", "two_results", "pass_through", "donated", "second_core", "pmap_psum",
+                 "sharded_jit", "spmd_contracted_matmul", "spmd_total", "spmd_reshard", "spmd_axis_index",
+                 "shard_map_collectives", "spmd_training_steps"):
         assert not isinstance(neuron[name], dict), (name, neuron[name])
-        np.testing.assert_allclose(neuron[name], sim[name], rtol=1e-6, err_msg=name)
+        assert not isinstance(sim[name], dict), (name, sim[name])
+        np.testing.assert_allclose(neuron[name], sim[name], rtol=1e-6, atol=1e-7, err_msg=name)
     np.testing.assert_array_equal(neuron["add"], A + A)
-    # JAX 0.10 gives pmap and sharded jit several partitions: the engine has no partitioner.
-    for name in ("pmap_psum", "sharded_jit"):
-        assert "UNIMPLEMENTED" in neuron[name]["error"] and "SPMD" in neuron[name]["error"], neuron[name]
-        assert not isinstance(sim[name], dict), sim[name]
+    np.testing.assert_array_equal(neuron["pmap_psum"], np.stack([A * 11, A * 11]))
 
 
 def test_torch_xla_mlp_steps_match_the_simulator(standin, tmp_path):

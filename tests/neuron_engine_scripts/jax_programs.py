@@ -19,6 +19,41 @@ def case(results, name, run):
         results[name] = {"error": f"{type(error).__name__}: {error}"}
 
 
+def spmd_cases(results, devices):
+    """Programs of several partitions: GSPMD's (or Shardy's) collectives, shard_map's, a step."""
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    mesh = jax.sharding.Mesh(np.array(devices), ("x",))
+    x = np.linspace(-2, 2, 32, dtype=np.float32).reshape(4, 8)
+    w = np.linspace(1, -1, 48, dtype=np.float32).reshape(8, 6)
+    rows = jax.device_put(x, NamedSharding(mesh, P("x", None)))
+    cols = jax.device_put(x, NamedSharding(mesh, P(None, "x")))
+    w_rows = jax.device_put(w, NamedSharding(mesh, P("x", None)))
+    # Contracting over a sharded dimension: partial products all-reduced.
+    case(results, "spmd_contracted_matmul", lambda: jax.jit(lambda a, b: a @ b)(cols, w_rows))
+    # Rows sharded, reduced over everything: a cross-partition sum.
+    case(results, "spmd_total", lambda: jax.jit(lambda a: jnp.sum(jnp.tanh(a)))(rows))
+    # A reshard: rows to columns (all-to-all or all-gather).
+    case(results, "spmd_reshard", lambda: jax.jit(
+        lambda a: a * 2.0, out_shardings=NamedSharding(mesh, P(None, "x")))(rows))
+    # Its position in the mesh: partition-id.
+    case(results, "spmd_axis_index", lambda: jax.jit(jax.shard_map(
+        lambda a: a + jax.lax.axis_index("x").astype(a.dtype), mesh=mesh, in_specs=P("x"), out_specs=P("x")))(rows))
+    case(results, "shard_map_collectives", lambda: jax.jit(jax.shard_map(
+        lambda a: jnp.concatenate([jax.lax.psum(a, "x"), jax.lax.all_gather(a, "x", tiled=True)[:2],
+                                   jax.lax.ppermute(a, "x", [(0, 1), (1, 0)])], axis=1),
+        mesh=mesh, in_specs=P("x"), out_specs=P("x")))(rows))
+
+    def step():
+        def loss(w, a):
+            return jnp.mean((jnp.tanh(a @ w) - 0.5) ** 2)
+        update = jax.jit(lambda w, a: w - 0.1 * jax.grad(loss)(w, a), donate_argnums=0)
+        weights = jax.device_put(w, NamedSharding(mesh, P(None, "x")))
+        for _ in range(3):
+            weights = update(weights, rows)
+        return weights
+    case(results, "spmd_training_steps", step)
+
+
 def main():
     devices = jax.devices("neuron")
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
@@ -49,6 +84,7 @@ def main():
         sharded = jax.device_put(np.arange(8, dtype=np.float32),
                                  jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("x")))
         case(results, "sharded_jit", lambda: jax.jit(lambda x: x * 2.0)(sharded))
+        spmd_cases(results, devices[:2])
     print(json.dumps(results))
 
 

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "common/version.h"
+#include "engine/cpu_partitioner.h"
 #include "engine/neuron/neuron_engine.h"
 #include "engine/remote/remote.h"
 #include "engine/sim/sim_engine.h"
@@ -56,7 +57,7 @@ StatusOr<std::unique_ptr<Engine>> CreateEngine(const EngineRequest& request, std
                          "PJRT_NEURON_ENGINE=sim runs the job on simulated NeuronCores");
   }
   if (choice == EngineChoice::kNeuron) {
-    auto engine = CreateNeuronEngine(request.options, request.compile_only);
+    auto engine = CreateNeuronEngine(request.options, request.compile_only, CpuEnginePartitioner(request.options));
     if (!engine.ok() && engine.status().code() == ErrorCode::kFailedPrecondition) {
       return FailedPrecondition(std::string(asked == EngineChoice::kAuto ? "the Neuron engine cannot start"
                                                                          : "PJRT_NEURON_ENGINE=neuron cannot work here") +

@@ -30,6 +30,7 @@ constexpr uint32_t kInstructionBackendConfig = 43;
 constexpr uint32_t kInstructionReplicaGroups = 49;
 constexpr uint32_t kInstructionSourceTargetPairs = 52;
 constexpr uint32_t kInstructionConstrainLayout = 56;
+constexpr uint32_t kInstructionUseGlobalDeviceIds = 71;
 constexpr uint32_t kInstructionComparisonDirection = 63;
 constexpr uint32_t kInstructionCollectiveDeviceList = 87;
 constexpr uint32_t kShapeElementType = 2;  // ShapeProto

@@ -23,6 +23,7 @@
 #include "engine/neuron/subprocess.h"
 #include "hlo/hlo_fields.h"
 #include "hlo/neff_names.h"
+#include "hlo/partitions_as_replicas.h"
 
 namespace pjrt_neuron::engine {
 namespace {
@@ -53,8 +54,9 @@ class NeuronEngine : public Engine {
     if (runtime_ != nullptr) runtime_->EndUse();  // the last use unloads, frees, then nrt_close
   }
 
-  Status Init(const EngineOptions& options, bool compile_only) {
+  Status Init(const EngineOptions& options, bool compile_only, SpmdPartitioner partitioner) {
     num_cores_ = options.num_cores;
+    partitioner_ = std::move(partitioner);
     PN_ASSIGN_OR_RETURN(NeuronSettings settings, ReadNeuronSettings());
     compiler_.path = FindExecutable(settings.neuronx_cc);
     if (compiler_.path.empty()) {
@@ -120,13 +122,13 @@ class NeuronEngine : public Engine {
 
   StatusOr<std::unique_ptr<Executable>> Compile(const Program& program, const std::string& options) override {
     PN_ASSIGN_OR_RETURN(Placement placement, ReadPlacement(options));
-    if (placement.num_partitions > 1) {
-      return Unimplemented("the Neuron engine has no SPMD partitioner: programs of " +
-                           std::to_string(placement.num_partitions) +
-                           " partitions (sharded jit, shard_map) are not implemented; replicated programs are");
-    }
     PN_ASSIGN_OR_RETURN(std::vector<int> cores, CoresOf(placement));
-    PN_ASSIGN_OR_RETURN(std::string module, HloModuleOf(program));
+    std::string module;
+    if (placement.num_partitions > 1) {
+      PN_ASSIGN_OR_RETURN(module, PartitionedModule(program, options, placement));
+    } else {
+      PN_ASSIGN_OR_RETURN(module, HloModuleOf(program));
+    }
     PN_ASSIGN_OR_RETURN(hlo::NeffNamedModule named, hlo::WithNeffNames(module));
     NeffProgram compiled;
     compiled.name = named.signature.module_name.empty() ? "program" : named.signature.module_name;
@@ -185,8 +187,9 @@ class NeuronEngine : public Engine {
   StatusOr<std::vector<int>> CoresOf(const Placement& placement) const {
     std::vector<int> cores = placement.cores;
     if (cores.empty()) {
-      const int first = placement.num_replicas == 1 && placement.device_ordinal >= 0 ? placement.device_ordinal : 0;
-      for (int r = 0; r < placement.num_replicas; ++r) cores.push_back(first + r);
+      const int count = placement.num_replicas * placement.num_partitions;
+      const int first = count == 1 && placement.device_ordinal >= 0 ? placement.device_ordinal : 0;
+      for (int r = 0; r < count; ++r) cores.push_back(first + r);
     }
     for (int core : cores) PN_RETURN_IF_ERROR(CheckCore(core));
     for (size_t i = 0; i < cores.size(); ++i) {
@@ -197,6 +200,28 @@ class NeuronEngine : public Engine {
       }
     }
     return cores;
+  }
+
+  // One program for every core, each partition a rank: XLA's partitioner splits the program,
+  // then its partitions are restated as the replicas the Neuron runtime's ranks are.
+  StatusOr<std::string> PartitionedModule(const Program& program, const std::string& options,
+                                          const Placement& placement) {
+    if (placement.num_replicas > 1) {
+      return Unimplemented("programs of several replicas and several partitions (" +
+                           std::to_string(placement.num_replicas) + " x " + std::to_string(placement.num_partitions) +
+                           ") are not implemented on the Neuron engine; one of either is");
+    }
+    if (!placement.spmd) {  // already what each partition runs
+      PN_ASSIGN_OR_RETURN(std::string module, HloModuleOf(program));
+      return hlo::PartitionsAsReplicas(module);
+    }
+    if (!partitioner_) return Unimplemented("the Neuron engine was built without an SPMD partitioner");
+    auto partitioned = partitioner_(program, options);
+    if (!partitioned.ok()) {
+      return Status(partitioned.status().code(),
+                    "XLA's SPMD partitioner (the CPU engine's) failed: " + partitioned.status().message());
+    }
+    return hlo::PartitionsAsReplicas(partitioned.value());
   }
 
   StatusOr<std::string> HloModuleOf(const Program& program) {
@@ -225,6 +250,7 @@ class NeuronEngine : public Engine {
 
   int num_cores_ = 0;
   std::shared_ptr<Runtime> runtime_;  // null: compile only
+  SpmdPartitioner partitioner_;
   CompilerConfig compiler_;
   std::string made_by_;
   std::mutex converter_mutex_;
@@ -361,9 +387,10 @@ Attributes DescribeNeuronRuntime(bool with_memory) {
   return out;
 }
 
-StatusOr<std::unique_ptr<Engine>> CreateNeuronEngine(const EngineOptions& options, bool compile_only) {
+StatusOr<std::unique_ptr<Engine>> CreateNeuronEngine(const EngineOptions& options, bool compile_only,
+                                                     SpmdPartitioner partitioner) {
   auto engine = std::make_unique<NeuronEngine>();
-  PN_RETURN_IF_ERROR(engine->Init(options, compile_only));
+  PN_RETURN_IF_ERROR(engine->Init(options, compile_only, std::move(partitioner)));
   return std::unique_ptr<Engine>(std::move(engine));
 }
 

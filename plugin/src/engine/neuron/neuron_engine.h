@@ -2,6 +2,7 @@
 // the Neuron runtime (libnrt.so.1, loaded with dlopen) on this process's NeuronCores.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -9,8 +10,14 @@
 
 namespace pjrt_neuron::engine {
 
+// Runs XLA's SPMD partitioner on a program of several partitions (with its compile options)
+// and returns the one program every core runs, a serialized HloModuleProto that keeps the
+// module's parameter and output shardings. The factory hands in XLA's CPU engine's.
+using SpmdPartitioner = std::function<StatusOr<std::string>(const Program& program, const std::string& options)>;
+
 // `compile_only`: no runtime session (compiling for a topology); executions are refused.
-StatusOr<std::unique_ptr<Engine>> CreateNeuronEngine(const EngineOptions& options, bool compile_only);
+StatusOr<std::unique_ptr<Engine>> CreateNeuronEngine(const EngineOptions& options, bool compile_only,
+                                                     SpmdPartitioner partitioner);
 
 // Whether the real Neuron SDK is here, by its default names only (libnrt.so.1 on the loader's
 // path with at least one visible NeuronCore, neuronx-cc on PATH and runnable), never by a

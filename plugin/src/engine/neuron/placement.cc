@@ -16,6 +16,7 @@ constexpr uint32_t kBuildOptions = 3;  // CompileOptionsProto
 constexpr uint32_t kDeviceOrdinal = 1;  // ExecutableBuildOptionsProto
 constexpr uint32_t kNumReplicas = 4;
 constexpr uint32_t kNumPartitions = 5;
+constexpr uint32_t kUseSpmdPartitioning = 6;
 constexpr uint32_t kDeviceAssignment = 9;
 constexpr uint32_t kReplicaCount = 1;  // DeviceAssignmentProto
 constexpr uint32_t kComputationCount = 2;
@@ -68,6 +69,7 @@ StatusOr<Placement> ReadPlacement(const std::string& compile_options) {
       if (g.number == kNumPartitions && g.wire_type == hlo::kVarint) {
         placement.num_partitions = static_cast<int>(g.varint);
       }
+      if (g.number == kUseSpmdPartitioning && g.wire_type == hlo::kVarint) placement.spmd = g.varint != 0;
       if (g.number == kDeviceOrdinal && g.wire_type == hlo::kVarint) {
         placement.device_ordinal = static_cast<int>(static_cast<int64_t>(g.varint));
       }

@@ -15,6 +15,7 @@ struct Placement {
   int num_partitions = 1;
   std::vector<int> cores;  // [partition * num_replicas + replica]; empty: not placed
   int device_ordinal = -1;
+  bool spmd = false;  // use_spmd_partitioning: one program to split, not one per partition
 };
 
 StatusOr<Placement> ReadPlacement(const std::string& compile_options);
