@@ -123,8 +123,8 @@ def _child() -> int:
     def all_reduce():
         if len(devices) < 2:
             raise Skip(f"needs 2 NeuronCores, {len(devices)} visible")
-        # A replicated program (num_replicas=2, as pmap was and torch-xla's DDP is): the neuron
-        # engine runs these; JAX's own pmap now makes several partitions, which it does not.
+        # A replicated program (num_replicas=2, as pmap was and torch-xla's DDP is); sharded
+        # programs (several partitions) are the next check.
         from jax._src import xla_bridge
         from jax._src.lib import xla_client
 
@@ -153,6 +153,19 @@ def _child() -> int:
         for core, out in enumerate(outs):
             _expect_equal(out, x * 11, f"all-reduce on core {core}")
 
+    def sharded_jit():
+        if len(devices) < 2:
+            raise Skip(f"needs 2 NeuronCores, {len(devices)} visible")
+        # Several partitions: split by XLA's SPMD partitioner, the product summed across cores.
+        mesh = jax.sharding.Mesh(np.array(devices[:2]), ("x",))
+        spec = jax.sharding.PartitionSpec
+        x = np.linspace(-1, 1, 32, dtype=np.float32).reshape(4, 8)
+        w = np.linspace(2, -2, 48, dtype=np.float32).reshape(8, 6)
+        on = (jax.device_put(x, jax.sharding.NamedSharding(mesh, spec(None, "x"))),
+              jax.device_put(w, jax.sharding.NamedSharding(mesh, spec("x", None))))
+        out = jax.jit(lambda a, b: a @ b)(*on)
+        np.testing.assert_allclose(np.asarray(out), x @ w, rtol=1e-5, atol=1e-5, err_msg="sharded x @ w")
+
     def over_hbm():
         limit = (first.memory_stats() or {}).get("bytes_limit")
         if not limit:
@@ -171,7 +184,8 @@ def _child() -> int:
         return {"requested_bytes": too_big, "hbm_bytes": limit, "message": message[:500]}
 
     for name, check in (("add", add), ("matmul", matmul), ("donated_update", donated_update),
-                        ("all_reduce_two_cores", all_reduce), ("over_hbm_allocation", over_hbm)):
+                        ("all_reduce_two_cores", all_reduce), ("sharded_jit_two_cores", sharded_jit),
+                        ("over_hbm_allocation", over_hbm)):
         _run_check(name, check)
     return 0
 

@@ -419,3 +419,20 @@ def test_torch_xla_mlp_steps_match_the_simulator(standin, tmp_path):
     for optimizer in ("sgd", "adam"):
         assert neuron[optimizer] == pytest.approx(sim[optimizer], abs=1e-6), optimizer
         assert neuron[optimizer][-1] < neuron[optimizer][0]
+
+
+def test_torch_xla_spmd_steps_match_the_simulator(standin, tmp_path):
+    # Sharded inputs and weights (data-, model- and weight-sharded runs) on the stand-in's two
+    # cores: XLA's partitioner splits each step, the ranks meet in the runtime's collectives.
+    pytest.importorskip("torch_xla")
+    argv = [sys.executable, str(REPO / "tests" / "spmd_scripts" / "torch_spmd.py"), "spmd"]
+    neuron = run_script(argv, framework_env(standin, tmp_path, "neuron", PJRT_DEVICE="NEURON"))
+    sim = run_script(argv, framework_env(standin, tmp_path, "sim", PJRT_DEVICE="NEURON"))
+    assert (neuron["device_count"], neuron["is_spmd"]) == (sim["device_count"], True) == (2, True)
+    for run in ("data_parallel", "model_parallel", "weight_sharded"):
+        got, want = neuron["runs"][run], sim["runs"][run]
+        assert got["losses"] == pytest.approx(want["losses"], abs=1e-6), run
+        for w in ("fc1_weight", "fc2_weight"):
+            np.testing.assert_allclose(got[w], want[w], rtol=0, atol=1e-6, err_msg=f"{run} {w}")
+        assert got["specs"] == want["specs"], run
+        assert got["losses"][-1] < got["losses"][0], run

@@ -21,7 +21,7 @@ CONVERTER = f"'{sys.executable}' '{REPO / 'pjrt_neuron' / '_neuron_mlir_to_hlo.p
 ELEMENT_TYPES = ("float32", "bfloat16", "float16", "float64", "float8_e4m3fn", "float8_e5m2", "int8", "int16",
                  "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool", "complex64")
 CHECKS = ["list_cores", *(f"round_trip_{t}" for t in ELEMENT_TYPES), "add", "matmul", "donated_update",
-          "all_reduce_two_cores", "over_hbm_allocation"]
+          "all_reduce_two_cores", "sharded_jit_two_cores", "over_hbm_allocation"]
 TIMEOUT = 600
 
 
