@@ -1,8 +1,10 @@
 // pjrt-neuron-instanced: the per-host process that owns a simulated instance's NeuronCores in
-// multi-process jobs. It loads the plugin library it was started by and serves from it.
+// multi-process jobs, or (--compile-helper) the process a client's compilations run in. It
+// loads the plugin library it was started by and serves from it.
 #include <dlfcn.h>
 
 #include <cstdio>
+#include <cstring>
 
 int main(int argc, char** argv) {
   if (argc < 2) {
@@ -15,10 +17,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   using Serve = int (*)(int, char**);
-  auto serve = reinterpret_cast<Serve>(dlsym(library, "PjrtNeuron_ServeInstance"));
+  const bool compile_helper = argc >= 3 && std::strcmp(argv[2], "--compile-helper") == 0;
+  auto serve = reinterpret_cast<Serve>(
+      dlsym(library, compile_helper ? "PjrtNeuron_ServeCompiles" : "PjrtNeuron_ServeInstance"));
   if (serve == nullptr) {
-    std::fprintf(stderr, "%s: %s is not a pjrt-neuron plugin\n", argv[0], argv[1]);
+    std::fprintf(stderr, "%s: %s is not a pjrt-neuron plugin of this version\n", argv[0], argv[1]);
     return 1;
   }
-  return serve(argc - 2, argv + 2);
+  return compile_helper ? serve(argc - 3, argv + 3) : serve(argc - 2, argv + 2);
 }

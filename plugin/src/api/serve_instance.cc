@@ -1,10 +1,12 @@
-// PjrtNeuron_ServeInstance: the entry point of the instance daemon program (tools/), which is
-// only a launcher for this library so that both sides of multi-process mode are one build.
+// The entry points of pjrt-neuron-instanced (tools/), which is only a launcher for this library
+// so that both sides are one build: PjrtNeuron_ServeInstance, the instance daemon of
+// multi-process jobs, and PjrtNeuron_ServeCompiles, the simulator's compile helper.
 #include <algorithm>
 #include <cstdlib>
 #include <cstdio>
 
 #include "daemon/daemon.h"
+#include "engine/sim/compile_helper.h"
 
 extern "C" __attribute__((visibility("default"))) int PjrtNeuron_ServeInstance(int argc, char** argv) {
   if (argc != 3) {
@@ -22,4 +24,14 @@ extern "C" __attribute__((visibility("default"))) int PjrtNeuron_ServeInstance(i
   // Read once here: set (to anything) or not, as it was when the daemon started.
   options.trace = std::getenv("PJRT_NEURON_DAEMON_TRACE") != nullptr;
   return pjrt_neuron::daemon::ServeInstance(options);
+}
+
+// argv: NUM_CORES ENGINE_LIBRARY [NAME=b:VALUE | NAME=i:VALUE]...; the socket is descriptor 3.
+extern "C" __attribute__((visibility("default"))) int PjrtNeuron_ServeCompiles(int argc, char** argv) {
+  auto options = pjrt_neuron::engine::ParseHelperArguments(argc, argv);
+  if (!options.ok()) {
+    std::fprintf(stderr, "%s\n", options.status().message().c_str());
+    return 2;
+  }
+  return pjrt_neuron::engine::ServeCompiles(3, options.value());
 }

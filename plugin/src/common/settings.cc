@@ -126,6 +126,10 @@ std::vector<Setting> BuildTable() {
               "outnumber cores"},
         {"instance", "each worker simulates a whole instance of its own (tests written for the whole instance)"},
         {"0", "off"}, {"off", ""}, {"false", ""}, {"no", ""}}, R::kPython},
+      {Id::kCompileIsolation, "PJRT_NEURON_COMPILE_ISOLATION", K::kFlag, "1", "1",
+       "the simulator compiles in a helper process, so a compiler that stops its process (an internal check "
+       "of XLA failing) fails that compilation with its message instead of ending the program",
+       {{"1", "on, the default"}, {"0", "off: in this process, a little faster"}}, R::kPlugin},
   };
   for (size_t i = 0; i < table.size(); ++i) {
     if (static_cast<size_t>(table[i].id) != i) std::abort();  // a row out of Id order: a build mistake

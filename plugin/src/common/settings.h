@@ -77,6 +77,7 @@ enum class Id {
   kLibraryPath,
   kTorchPlugin,
   kXdist,
+  kCompileIsolation,
 };
 
 struct Setting {

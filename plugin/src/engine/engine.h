@@ -196,6 +196,7 @@ struct EngineOptions {
   int num_cores = 2;
   std::string library_path;  // the engine's shared library; empty: the engine finds it
   Attributes passthrough;    // options the engine knows itself
+  bool compile_in_process = false;  // the compile helper's own engine (PJRT_NEURON_COMPILE_ISOLATION)
 };
 
 class Engine {

@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/settings.h"
+#include "engine/sim/compile_helper.h"
 #include "engine/sim/sim_engine.h"
 
 namespace pjrt_neuron::engine {
@@ -626,6 +628,10 @@ class SimEngine : public Engine {
       }
       memories_.push_back(std::move(by_kind));
     }
+    if (!options.compile_in_process) {
+      PN_ASSIGN_OR_RETURN(bool isolate, settings::Flag(settings::Id::kCompileIsolation));
+      if (isolate) helper_ = std::make_unique<CompileHelper>(options);
+    }
     version_ = std::to_string(api_->pjrt_api_version.major_version) + "." +
                std::to_string(api_->pjrt_api_version.minor_version);
     return Status::Ok();
@@ -698,6 +704,10 @@ class SimEngine : public Engine {
                                                                     const std::string& memory_kind) override;
 
   StatusOr<std::unique_ptr<Executable>> Compile(const Program& program, const std::string& options) override {
+    if (helper_ != nullptr) {
+      PN_ASSIGN_OR_RETURN(std::string serialized, helper_->Compile(program, options));
+      return Deserialize(serialized, nullptr);
+    }
     PJRT_Program inner_program;
     std::memset(&inner_program, 0, sizeof(inner_program));
     inner_program.struct_size = PJRT_Program_STRUCT_SIZE;
@@ -793,6 +803,7 @@ class SimEngine : public Engine {
   std::vector<PJRT_Device*> devices_;
   std::vector<std::vector<std::pair<std::string, PJRT_Memory*>>> memories_;  // [core] -> (kind, memory)
   std::string version_;
+  std::unique_ptr<CompileHelper> helper_;  // null: compiles in this process
 };
 
 SimBuffer::SimBuffer(SimEngine* engine, PJRT_Buffer* buffer) : engine_(engine), api_(engine->api()), buffer_(buffer) {

@@ -1,0 +1,249 @@
+// The compile helper's two sides (compile_helper.h): this process spawns it and talks to it
+// over a socket pair; the helper serves compilations from its own engine.
+#include "engine/sim/compile_helper.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "common/settings.h"
+#include "engine/sim/sim_engine.h"
+
+extern char** environ;
+
+namespace pjrt_neuron::engine {
+namespace {
+
+constexpr int kHelperFd = 3;  // the helper's end of the socket pair
+
+bool WriteAll(int fd, const void* data, size_t size) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = send(fd, p, size, MSG_NOSIGNAL);  // a dead helper is an error, not SIGPIPE
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool ReadAll(int fd, void* data, size_t size) {
+  char* p = static_cast<char*>(data);
+  while (size > 0) {
+    ssize_t n = read(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool WriteString(int fd, const char* data, size_t size) {
+  const uint64_t length = size;
+  return WriteAll(fd, &length, sizeof length) && WriteAll(fd, data, size);
+}
+
+bool ReadString(int fd, std::string* out) {
+  uint64_t length = 0;
+  if (!ReadAll(fd, &length, sizeof length) || length > (uint64_t{1} << 40)) return false;
+  out->resize(length);
+  return ReadAll(fd, out->data(), length);
+}
+
+std::string OwnLibrary() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&OwnLibrary), &info) == 0 || info.dli_fname == nullptr) return "";
+  return info.dli_fname;
+}
+
+std::string HelperProgram(const std::string& library) {
+  if (auto set = settings::Raw(settings::Id::kInstanceDaemon)) return *set;
+  return library.substr(0, library.rfind('/') + 1) + "pjrt-neuron-instanced";
+}
+
+// What the helper said last: the line of XLA's failed check when there is one (the stack trace
+// after it adds little), else its last line.
+std::string LastWords(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  const off_t size = lseek(fd, 0, SEEK_END);
+  const off_t start = size > (1 << 18) ? size - (1 << 18) : 0;
+  std::string text(static_cast<size_t>(size - start), '\0');
+  const bool read_ok = pread(fd, text.data(), text.size(), start) == static_cast<ssize_t>(text.size());
+  close(fd);
+  if (!read_ok) return "";
+  size_t at = text.rfind("Check failed");
+  if (at == std::string::npos) {
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+    if (text.empty()) return "";
+    at = text.size() - 1;
+  }
+  size_t begin = text.rfind('\n', at);
+  begin = begin == std::string::npos ? 0 : begin + 1;
+  const size_t end = text.find('\n', at);
+  return text.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
+
+}  // namespace
+
+std::vector<std::string> HelperArguments(const EngineOptions& options) {
+  std::vector<std::string> args = {std::to_string(options.num_cores), options.library_path};
+  for (const Attribute& a : options.passthrough) {
+    if (auto* b = std::get_if<bool>(&a.value)) args.push_back(a.name + "=b:" + (*b ? "1" : "0"));
+    if (auto* i = std::get_if<int64_t>(&a.value)) args.push_back(a.name + "=i:" + std::to_string(*i));
+  }
+  return args;
+}
+
+StatusOr<EngineOptions> ParseHelperArguments(int argc, char** argv) {
+  if (argc < 2) return InvalidArgument("usage: pjrt-neuron-instanced LIBRARY --compile-helper NUM_CORES ENGINE_LIBRARY");
+  EngineOptions options;
+  options.num_cores = std::atoi(argv[0]);
+  options.library_path = argv[1];
+  options.compile_in_process = true;
+  for (int i = 2; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const size_t eq = arg.find('=');
+    if (eq == std::string::npos || arg.size() < eq + 3 || arg[eq + 2] != ':') {
+      return InvalidArgument("engine option '" + arg + "' is not NAME=b:VALUE or NAME=i:VALUE");
+    }
+    const std::string value = arg.substr(eq + 3);
+    if (arg[eq + 1] == 'b') {
+      options.passthrough.push_back({arg.substr(0, eq), value == "1"});
+    } else {
+      options.passthrough.push_back({arg.substr(0, eq), static_cast<int64_t>(std::atoll(value.c_str()))});
+    }
+  }
+  return options;
+}
+
+CompileHelper::~CompileHelper() { Stop(); }
+
+Status CompileHelper::Start() {
+  const std::string library = OwnLibrary();
+  const std::string program = HelperProgram(library);
+  if (access(program.c_str(), X_OK) != 0) {
+    return FailedPrecondition("the compile helper " + program +
+                              " is missing; reinstall pjrt-neuron, set PJRT_NEURON_INSTANCE_DAEMON, or compile in "
+                              "this process with PJRT_NEURON_COMPILE_ISOLATION=0");
+  }
+  const char* tmp = std::getenv("TMPDIR");
+  std::string log_template = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
+                             "/pjrt-neuron-compile-helper-XXXXXX";
+  const int log_fd = mkostemp(log_template.data(), O_CLOEXEC);
+  if (log_fd < 0) return Unavailable("cannot create the compile helper's log: " + std::string(std::strerror(errno)));
+  int ends[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0) {
+    close(log_fd);
+    unlink(log_template.c_str());
+    return Unavailable("cannot connect to a compile helper: " + std::string(std::strerror(errno)));
+  }
+  std::vector<std::string> argv_text = {program, library, "--compile-helper"};
+  for (std::string& a : HelperArguments(options_)) argv_text.push_back(std::move(a));
+  std::vector<char*> argv;
+  for (std::string& a : argv_text) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, log_fd, 1);
+  posix_spawn_file_actions_adddup2(&actions, log_fd, 2);
+  posix_spawn_file_actions_adddup2(&actions, ends[1], kHelperFd);
+  pid_t pid = -1;
+  const int error = posix_spawn(&pid, program.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(ends[1]);
+  close(log_fd);
+  if (error != 0) {
+    close(ends[0]);
+    unlink(log_template.c_str());
+    return Internal("could not start the compile helper " + program + ": " + std::strerror(error));
+  }
+  fd_ = ends[0];
+  pid_ = pid;
+  log_path_ = log_template;
+  return Status::Ok();
+}
+
+void CompileHelper::Stop() {
+  if (fd_ >= 0) close(fd_);  // the helper reads the end and exits
+  if (pid_ > 0) {
+    int status;
+    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  if (!log_path_.empty()) unlink(log_path_.c_str());
+  fd_ = -1;
+  pid_ = -1;
+  log_path_.clear();
+}
+
+Status CompileHelper::Died(const std::string& what) {
+  std::string how = "stopped";
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);  // no-op when it is gone already; a stuck one must not linger
+    int status = 0;
+    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (WIFSIGNALED(status)) {
+      how = "was ended by signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
+    } else if (WIFEXITED(status)) {
+      how = "exited with status " + std::to_string(WEXITSTATUS(status));
+    }
+    pid_ = -1;
+  }
+  const std::string words = LastWords(log_path_);
+  Stop();
+  return Internal("XLA's CPU compiler (in the compile helper) " + how + " " + what + "; this process goes on" +
+                  (words.empty() ? std::string() : ". Its last words: " + words));
+}
+
+StatusOr<std::string> CompileHelper::Compile(const Program& program, const std::string& options) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (fd_ < 0) PN_RETURN_IF_ERROR(Start());
+  if (!WriteString(fd_, program.format.data(), program.format.size()) ||
+      !WriteString(fd_, program.code, program.code_size) || !WriteString(fd_, options.data(), options.size())) {
+    return Died("before it took the program");
+  }
+  uint32_t code = 0;
+  std::string reply;
+  if (!ReadAll(fd_, &code, sizeof code) || !ReadString(fd_, &reply)) return Died("while compiling this program");
+  if (code != 0) return Status(static_cast<ErrorCode>(code), reply);
+  return reply;
+}
+
+int ServeCompiles(int fd, const EngineOptions& options) {
+  auto engine = CreateSimEngine(options);
+  std::string format, code, compile_options;
+  while (ReadString(fd, &format) && ReadString(fd, &code) && ReadString(fd, &compile_options)) {
+    Status status = engine.status();
+    std::string serialized;
+    if (status.ok()) {
+      Program program{format, code.data(), code.size()};
+      auto compiled = engine.value()->Compile(program, compile_options);
+      status = compiled.status();
+      if (status.ok()) {
+        auto bytes = compiled.value()->Serialize();
+        status = bytes.status();
+        if (status.ok()) serialized = std::move(bytes.value());
+      }
+    }
+    const uint32_t reply_code = static_cast<uint32_t>(status.code());
+    const std::string& reply = status.ok() ? serialized : status.message();
+    if (!WriteAll(fd, &reply_code, sizeof reply_code) || !WriteString(fd, reply.data(), reply.size())) return 1;
+  }
+  return 0;
+}
+
+}  // namespace pjrt_neuron::engine

@@ -1,0 +1,76 @@
+"""Compilation in a helper process (PJRT_NEURON_COMPILE_ISOLATION, on by default): a program on
+which XLA's CPU compiler stops its own process (a failed internal check, abort()) fails that
+compilation with the check's message, and the client and its process go on.
+
+The program: a module XLA's CPU compiler already optimised (JAX's CPU backend here), sent back as
+an `hlo` program. Its fused computations carry no layouts, and the compiler's cost analysis
+checks for them (`Check failed: input_shape.has_layout()`), which ends the process that runs it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pjrt_capi as P
+import programs
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def aborting_program() -> bytes:
+    jax = pytest.importorskip("jax")
+    x = np.ones((2, 3, 4), np.float32)
+    cpu = jax.devices("cpu")[0]
+    compiled = jax.jit(lambda a: a.transpose(1, 0, 2) * 2 + 1, device=cpu).lower(x).compile()
+    return compiled.runtime_executable().hlo_modules()[0].as_serialized_hlo_module_proto()
+
+
+def compile_error(client, code: bytes) -> P.PjrtError:
+    with pytest.raises(P.PjrtError) as raised:
+        client.compile(code, format="hlo")
+    return raised.value
+
+
+def test_a_compiler_abort_fails_the_compilation_and_the_client_goes_on(client):
+    code = aborting_program()
+    # The second program differs by an unknown field (another compile-cache key, so it is not
+    # failed from memory) and runs in a new helper.
+    for variant in (code, code + b"\xc0\x3e\x01"):
+        error = compile_error(client, variant)
+        assert error.code == P.ErrorCode.INTERNAL, error
+        assert error.message.startswith("PJRT_Client_Compile: "), error.message
+        assert "compile helper" in error.message and "signal 6" in error.message, error.message
+        assert "Check failed: input_shape.has_layout()" in error.message, error.message
+    (out,) = client.compile(programs.DOUBLE).execute([client.buffer_from_numpy(np.arange(6, dtype=np.float32)
+                                                                              .reshape(2, 3))])
+    np.testing.assert_array_equal(out[0].to_numpy(), np.arange(6, dtype=np.float32).reshape(2, 3) * 2)
+
+
+def test_ordinary_compile_errors_keep_their_code_and_message(client):
+    error = compile_error(client, b"\x0a\x05not a module")
+    assert error.code == P.ErrorCode.INVALID_ARGUMENT, error
+
+
+def test_without_isolation_the_same_program_ends_the_process(tmp_path):
+    # What the helper prevents, shown in a child process: PJRT_NEURON_COMPILE_ISOLATION=0.
+    program = tmp_path / "program.pb"
+    program.write_bytes(aborting_program())
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(REPO / "tests")!r})
+        import pjrt_capi as P, pjrt_neuron
+        client = P.Client(P.Api(pjrt_neuron.library_path()))
+        client.compile(open({str(program)!r}, "rb").read(), format="hlo")
+        print("compiled")
+    """)
+    env = {**__import__("os").environ, "PJRT_NEURON_COMPILE_ISOLATION": "0", "PJRT_NEURON_COMPILE_CACHE": "0",
+           "PJRT_NEURON_LOCK_DIR": str(tmp_path / "locks")}
+    run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == -6, (run.returncode, run.stdout, run.stderr[-2000:])
+    assert "Check failed: input_shape.has_layout()" in run.stderr
