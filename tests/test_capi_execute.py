@@ -5,12 +5,14 @@ plugin running the same program on the same inputs.
 """
 
 import ctypes
+import threading
+import time
 
 import numpy as np
 import pytest
 
 import pjrt_capi as P
-from programs import DOUBLE, DONATING, PER_REPLICA
+from programs import ALL_REDUCE, DOUBLE, DONATING, PER_REPLICA
 from assertions import pjrt_error
 
 INVALID = P.ErrorCode.INVALID_ARGUMENT
@@ -536,3 +538,66 @@ def test_deserialized_program_without_results_runs_with_null_lists(plugin_api, c
     executable = client.deserialize_and_load(client.compile(NOTHING_AT_ALL).get_executable().serialize())
     _execute_with_lists(plugin_api, executable, None, 0, None)
     assert executable.execute([]) == [[]]
+
+
+# ---------------------------------------------------------------- one core at a time
+
+
+@pytest.fixture
+def quick_client(plugin_api, monkeypatch):
+    """A client whose collective timeout is 2 s (read when a client is made)."""
+    monkeypatch.setenv("PJRT_NEURON_COLLECTIVE_TIMEOUT", "2")
+    c = P.Client(plugin_api)
+    yield c
+    c.close()
+
+
+def launch_on_each_core(executable, client, inputs, launch_id):
+    """Each core's share launched from a thread of its own (execute_device), as torch-xla's
+    thread-per-device data parallel does."""
+    devices = client.addressable_devices()
+    results = [None] * len(inputs)
+
+    def launch(core):
+        try:
+            results[core] = executable.execute([[client.buffer_from_numpy(inputs[core], device=devices[core])]],
+                                               execute_device=devices[core], launch_id=launch_id)[0][0].to_numpy()
+        except P.PjrtError as error:
+            results[core] = error
+    threads = [threading.Thread(target=launch, args=(core,)) for core in range(len(inputs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+def test_a_collective_program_launched_on_one_core_alone_fails_in_time_and_the_process_goes_on(quick_client):
+    # XLA's CPU engine would wait 40 s inside the launch and then end the process.
+    client = quick_client
+    executable = client.compile(ALL_REDUCE, compile_options=P.compile_options_proto(num_replicas=2))
+    devices = client.addressable_devices()
+    x = np.array([1, 2], np.float32)
+    start = time.monotonic()
+    with pjrt_error(P.ErrorCode.DEADLINE_EXCEEDED, "PJRT_LoadedExecutable_Execute",
+                    "NeuronCore(s) 1 did not launch it within 2 s (PJRT_NEURON_COLLECTIVE_TIMEOUT)") as alone:
+        executable.execute([[client.buffer_from_numpy(x, device=devices[0])]], execute_device=devices[0], launch_id=5)
+    waited = time.monotonic() - start
+    assert 1.5 < waited < 60, waited
+    # Core 1's launch of that execution comes too late: it fails at once with the same status.
+    with pjrt_error(P.ErrorCode.DEADLINE_EXCEEDED, alone.value.message.split(": ", 2)[-1]):
+        executable.execute([[client.buffer_from_numpy(x, device=devices[1])]], execute_device=devices[1], launch_id=5)
+    # Launched on both, from a thread each, it runs: the all-reduce of both cores' values.
+    for got in launch_on_each_core(executable, client, [x, x * 10], launch_id=6):
+        np.testing.assert_array_equal(got, x * 11)
+
+
+def test_a_program_without_collectives_launched_on_one_core_runs_at_once(quick_client):
+    client = quick_client
+    executable = client.compile(PER_REPLICA, compile_options=P.compile_options_proto(num_replicas=2))
+    device = client.addressable_devices()[1]
+    x = np.array([1, 2], np.float32)
+    start = time.monotonic()
+    (out,) = executable.execute([[client.buffer_from_numpy(x, device=device)]], execute_device=device)
+    np.testing.assert_array_equal(out[0].to_numpy(), x + 1)  # replica 1
+    assert time.monotonic() - start < 1.5  # it did not wait for core 0

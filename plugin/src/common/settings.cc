@@ -57,7 +57,7 @@ std::vector<Setting> BuildTable() {
       {Id::kProcessesNumDevices, "NEURON_PJRT_PROCESSES_NUM_DEVICES", K::kPositiveIntList, nullptr, "one process",
        "cores of each process of the job, as a comma list", {}, R::kPlugin},
       {Id::kCollectiveTimeout, "PJRT_NEURON_COLLECTIVE_TIMEOUT", K::kPositiveSeconds, "300", "300",
-       "seconds a process waits for its peers, at start-up and in each collective program", {}, R::kPlugin},
+       "seconds a process waits for its peers, at start-up and in each collective program, and a core launched alone for the other cores of its collective program", {}, R::kPlugin},
       {Id::kDaemonIdleSeconds, "PJRT_NEURON_DAEMON_IDLE_SECONDS", K::kNonNegativeSeconds, "10", "10",
        "how long the instance daemon stays after its last process leaves (at least a second)", {}, R::kDaemon},
       {Id::kDaemonTrace, "PJRT_NEURON_DAEMON_TRACE", K::kPresence, nullptr, "unset",

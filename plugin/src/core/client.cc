@@ -47,6 +47,7 @@ StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
   std::unique_ptr<Client> client(new Client());
   client->topology_ = std::make_unique<Topology>(shape);
   client->topology_->owned_by_client = true;
+  client->collective_timeout_seconds_ = options.peer_timeout_seconds;
   const std::string instance = shape.type->name;
   const bool multi_process = options.world_size > 1;
 

@@ -26,6 +26,7 @@ class Client : public Tagged<0x4e434c49> {
   const std::string& platform_name() const { return platform_name_; }
   const std::string& platform_version() const { return platform_version_; }
   int process_index() const { return process_index_; }
+  double collective_timeout_seconds() const { return collective_timeout_seconds_; }  // PJRT_NEURON_COLLECTIVE_TIMEOUT
   const std::vector<Device*>& devices() const { return device_ptrs_; }
   const std::vector<Device*>& addressable_devices() const { return addressable_ptrs_; }
   const std::vector<Memory*>& memories() const { return memory_ptrs_; }
@@ -73,6 +74,7 @@ class Client : public Tagged<0x4e434c49> {
   std::vector<Device*> addressable_ptrs_;
   std::vector<Memory*> memory_ptrs_;  // of addressable devices
   int process_index_ = 0;
+  double collective_timeout_seconds_ = 300;
 };
 
 }  // namespace pjrt_neuron::core

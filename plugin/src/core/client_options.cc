@@ -65,10 +65,10 @@ StatusOr<ClientOptions> ResolveClientOptions(const engine::Attributes& create_op
                              "engine_library_path, node_id, num_nodes, asynchronous, max_inflight_computations");
     }
   }
+  // Peers: of a multi-process job, and the cores of one client launched one at a time.
+  PN_ASSIGN_OR_RETURN(options.peer_timeout_seconds, settings::Seconds(Id::kCollectiveTimeout));
   if (options.world_size > 1) {
-    // Only a multi-process job reads these; the second is read by the daemon it may start,
-    // where a bad value would stop it at once.
-    PN_ASSIGN_OR_RETURN(options.peer_timeout_seconds, settings::Seconds(Id::kCollectiveTimeout));
+    // Read by the daemon a multi-process job may start, where a bad value would stop it at once.
     PN_RETURN_IF_ERROR(settings::Seconds(Id::kDaemonIdleSeconds).status());
   }
   if (!instance_type.empty()) options.instance_type = instance_type;

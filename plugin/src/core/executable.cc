@@ -5,6 +5,7 @@
 #include "core/estimate_report.h"
 #include "core/profiler.h"
 #include "core/sizes.h"
+#include "hlo/collective_program.h"
 #include "hlo/compile_options.h"
 
 namespace pjrt_neuron::core {
@@ -58,6 +59,18 @@ const LoadedExecutable::HbmPlan& LoadedExecutable::hbm_plan() {
   return hbm_plan_;
 }
 
+bool LoadedExecutable::LaunchesMeet() {
+  std::call_once(launches_meet_once_, [this] {
+    if (addressable_devices().size() < 2) return;
+    auto optimized = engine_executable().OptimizedProgram();
+    // Unknown: launched as before, on its own; the engine's wait stays the only one.
+    if (!optimized.ok() || !hlo::HasCollectives(optimized->code, optimized->format)) return;
+    for (Device* device : addressable_devices()) device_ids_.push_back(device->id());
+    launches_meet_ = true;
+  });
+  return launches_meet_;
+}
+
 StatusOr<ExecuteResult> LoadedExecutable::Execute(const ArgumentLists& args, const engine::ExecuteOptions& options,
                                                   Device* only_device) {
   if (deleted_) return FailedPrecondition("the executable has been deleted (PJRT_LoadedExecutable_Delete)");
@@ -96,6 +109,10 @@ StatusOr<ExecuteResult> LoadedExecutable::Execute(const ArgumentLists& args, con
   const HbmPlan& plan = hbm_plan();
   if (plan.known) {
     for (size_t d = 0; d < args.size(); ++d) PN_RETURN_IF_ERROR(target(d)->CheckFits(plan.transient, plan.purpose));
+  }
+  if (only_device != nullptr && LaunchesMeet()) {
+    PN_RETURN_IF_ERROR(launch_gate_.Arrive(only_device->id(), options.launch_id, device_ids_,
+                                           client_->collective_timeout_seconds(), engine_executable().name()));
   }
   const int64_t start_us = estimate_id_.empty() ? 0 : NowMicros();
   const int64_t profile_start_ns = profiler::Active() ? profiler::NowNs() : 0;

@@ -11,6 +11,7 @@
 #include "common/status.h"
 #include "core/buffer.h"
 #include "core/device.h"
+#include "core/launch_gate.h"
 #include "core/tagged.h"
 #include "engine/engine.h"
 
@@ -107,6 +108,9 @@ class LoadedExecutable : public Tagged<0x4e4c4558> {
     std::string purpose;     // names the run in an out-of-HBM message
   };
   const HbmPlan& hbm_plan();
+  // Whether one-core launches must meet the program's other cores first (launch_gate.h): it
+  // runs on several of this client's cores and has collectives. Worked out at the first.
+  bool LaunchesMeet();
   StatusOr<ExecuteResult> RecordOnlyResult(const ArgumentLists& args, Device* only_device);
   engine::Executable& engine_executable() { return program_->engine_executable(); }
   Client* client_;
@@ -117,6 +121,10 @@ class LoadedExecutable : public Tagged<0x4e4c4558> {
   std::mutex hbm_plan_mutex_;
   std::atomic<bool> hbm_plan_ready_{false};
   HbmPlan hbm_plan_;
+  std::once_flag launches_meet_once_;
+  bool launches_meet_ = false;
+  std::vector<int> device_ids_;  // the program's, for the gate
+  LaunchGate launch_gate_;
 };
 
 }  // namespace pjrt_neuron::core
