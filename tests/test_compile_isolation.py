@@ -1,6 +1,7 @@
 """Compilation in a helper process (PJRT_NEURON_COMPILE_ISOLATION, on by default): a program on
 which XLA's CPU compiler stops its own process (a failed internal check, abort()) fails that
-compilation with the check's message, and the client and its process go on.
+compilation with the check's message, and the client and its process go on; a caller's damaged
+serialized executable, on which XLA's loader does the same, is refused.
 
 The program: a module XLA's CPU compiler already optimised (JAX's CPU backend here), sent back as
 an `hlo` program. Its fused computations carry no layouts, and the compiler's cost analysis
@@ -74,3 +75,32 @@ def test_without_isolation_the_same_program_ends_the_process(tmp_path):
     run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == -6, (run.returncode, run.stdout, run.stderr[-2000:])
     assert "Check failed: input_shape.has_layout()" in run.stderr
+
+
+def test_damaged_serialized_executables_are_refused_and_the_process_goes_on(client):
+    # XLA's loader ends its process on some damaged object code (LLVM ERROR, failed checks,
+    # segmentation faults):
+    # a caller's serialized executable is loaded by the helper first. Damage: 4 bytes of 0xff
+    # at every 8th offset of the executable's object file.
+    magic = b"pjrt-neuron-executable/1\n"
+    data = client.compile(programs.DOUBLE).get_executable().serialize()
+    body = data[len(magic):]
+    elf = body.find(b"\x7fELF")
+    assert elf > 0, "the engine's executable holds no ELF object"
+    ended, refused = [], 0
+    for offset in range(elf + 64, len(body) - 4, 8):
+        damaged = body[:offset] + b"\xff" * 4 + body[offset + 4:]
+        try:
+            client.deserialize_and_load(magic + damaged)
+        except P.PjrtError as error:
+            refused += 1
+            assert error.code == P.ErrorCode.INVALID_ARGUMENT, error
+            assert error.message.startswith("PJRT_Executable_DeserializeAndLoad: "), error.message
+            if "compile helper" in error.message:
+                assert "was ended by signal" in error.message and "this process goes on" in error.message, error.message
+                ended.append(offset)
+    assert ended, "no damage ended the helper: nothing shows the process was protected"
+    assert refused >= len(ended)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    (out,) = client.deserialize_and_load(data).execute([client.buffer_from_numpy(x)])
+    np.testing.assert_array_equal(out[0].to_numpy(), x * 2)

@@ -285,7 +285,11 @@ StatusOr<std::unique_ptr<LoadedExecutable>> Client::Deserialize(const std::strin
     PN_ASSIGN_OR_RETURN(normalized, hlo::NormalizeCompileOptions(
                                         *overridden_options, [this](int64_t id) { return EngineIdOf(id); }, &layout));
   }
-  auto executable = engine_->Deserialize(bytes, overridden_options ? &normalized : nullptr);
+  auto load = [&]() -> StatusOr<std::unique_ptr<engine::Executable>> {
+    PN_RETURN_IF_ERROR(engine_->CheckDeserializable(bytes, overridden_options ? &normalized : nullptr));
+    return engine_->Deserialize(bytes, overridden_options ? &normalized : nullptr);
+  };
+  auto executable = load();
   if (!executable.ok() &&
       (executable.status().code() == ErrorCode::kUnknown || executable.status().code() == ErrorCode::kInternal)) {
     return InvalidArgument("the serialized executable could not be loaded: " + executable.status().message());

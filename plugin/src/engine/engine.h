@@ -212,6 +212,12 @@ class Engine {
   virtual StatusOr<std::unique_ptr<Executable>> Compile(const Program& program, const std::string& options) = 0;
   virtual StatusOr<std::unique_ptr<Executable>> Deserialize(const std::string& bytes,
                                                             const std::string* overridden_options) = 0;
+  // Whether a caller's serialized executable can be loaded without ending this process (the
+  // simulator asks its compile helper first); the engine's compile cache entries, which carry
+  // a checksum, are not asked.
+  virtual Status CheckDeserializable(const std::string& bytes, const std::string* overridden_options) {
+    return Status::Ok();
+  }
   virtual StatusOr<std::vector<int>> DefaultDeviceAssignment(int num_replicas, int num_partitions) = 0;
   virtual StatusOr<std::unique_ptr<TransferManager>> CreateTransferManager(int core, const std::vector<ShapeSpec>& shapes,
                                                                             const std::string& memory_kind) {

@@ -24,6 +24,8 @@ namespace pjrt_neuron::engine {
 namespace {
 
 constexpr int kHelperFd = 3;  // the helper's end of the socket pair
+constexpr uint32_t kCompile = 1;     // format, code, options -> serialized executable
+constexpr uint32_t kCheckLoads = 2;  // "" or "override", serialized executable, options -> nothing
 
 bool WriteAll(int fd, const void* data, size_t size) {
   const char* p = static_cast<const char*>(data);
@@ -72,8 +74,8 @@ std::string HelperProgram(const std::string& library) {
   return library.substr(0, library.rfind('/') + 1) + "pjrt-neuron-instanced";
 }
 
-// What the helper said last: the line of XLA's failed check when there is one (the stack trace
-// after it adds little), else its last line.
+// What the helper said last: the line of XLA's failed check or LLVM's fatal error when there is
+// one (a stack trace after it adds little), else its last line.
 std::string LastWords(const std::string& path) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return "";
@@ -84,6 +86,7 @@ std::string LastWords(const std::string& path) {
   close(fd);
   if (!read_ok) return "";
   size_t at = text.rfind("Check failed");
+  if (at == std::string::npos) at = text.rfind("LLVM ERROR");
   if (at == std::string::npos) {
     while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
     if (text.empty()) return "";
@@ -189,7 +192,7 @@ void CompileHelper::Stop() {
   log_path_.clear();
 }
 
-Status CompileHelper::Died(const std::string& what) {
+Status CompileHelper::Died(const std::string& what, ErrorCode code) {
   std::string how = "stopped";
   if (pid_ > 0) {
     kill(pid_, SIGKILL);  // no-op when it is gone already; a stuck one must not linger
@@ -205,39 +208,58 @@ Status CompileHelper::Died(const std::string& what) {
   }
   const std::string words = LastWords(log_path_);
   Stop();
-  return Internal("XLA's CPU compiler (in the compile helper) " + how + " " + what + "; this process goes on" +
-                  (words.empty() ? std::string() : ". Its last words: " + words));
+  return Status(code, "XLA's CPU engine (in the compile helper) " + how + " " + what + "; this process goes on" +
+                          (words.empty() ? std::string() : ". Its last words: " + words));
 }
 
-StatusOr<std::string> CompileHelper::Compile(const Program& program, const std::string& options) {
+StatusOr<std::string> CompileHelper::Request(uint32_t kind, const std::string& a, const char* b, size_t b_size,
+                                             const std::string& c, const std::string& what, ErrorCode death_code) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (fd_ < 0) PN_RETURN_IF_ERROR(Start());
-  if (!WriteString(fd_, program.format.data(), program.format.size()) ||
-      !WriteString(fd_, program.code, program.code_size) || !WriteString(fd_, options.data(), options.size())) {
-    return Died("before it took the program");
+  if (!WriteAll(fd_, &kind, sizeof kind) || !WriteString(fd_, a.data(), a.size()) || !WriteString(fd_, b, b_size) ||
+      !WriteString(fd_, c.data(), c.size())) {
+    return Died("before it took the request", death_code);
   }
   uint32_t code = 0;
   std::string reply;
-  if (!ReadAll(fd_, &code, sizeof code) || !ReadString(fd_, &reply)) return Died("while compiling this program");
+  if (!ReadAll(fd_, &code, sizeof code) || !ReadString(fd_, &reply)) return Died(what, death_code);
   if (code != 0) return Status(static_cast<ErrorCode>(code), reply);
   return reply;
 }
 
+StatusOr<std::string> CompileHelper::Compile(const Program& program, const std::string& options) {
+  return Request(kCompile, program.format, program.code, program.code_size, options, "while compiling this program",
+                 ErrorCode::kInternal);
+}
+
+Status CompileHelper::CheckLoads(const std::string& serialized, const std::string* overridden_options) {
+  return Request(kCheckLoads, overridden_options != nullptr ? "override" : "", serialized.data(), serialized.size(),
+                 overridden_options != nullptr ? *overridden_options : std::string(),
+                 "while loading this serialized executable (it is damaged or not the engine's)",
+                 ErrorCode::kInvalidArgument)
+      .status();
+}
+
 int ServeCompiles(int fd, const EngineOptions& options) {
   auto engine = CreateSimEngine(options);
-  std::string format, code, compile_options;
-  while (ReadString(fd, &format) && ReadString(fd, &code) && ReadString(fd, &compile_options)) {
+  uint32_t kind = 0;
+  std::string a, b, c;
+  while (ReadAll(fd, &kind, sizeof kind) && ReadString(fd, &a) && ReadString(fd, &b) && ReadString(fd, &c)) {
     Status status = engine.status();
     std::string serialized;
-    if (status.ok()) {
-      Program program{format, code.data(), code.size()};
-      auto compiled = engine.value()->Compile(program, compile_options);
+    if (status.ok() && kind == kCompile) {
+      Program program{a, b.data(), b.size()};
+      auto compiled = engine.value()->Compile(program, c);
       status = compiled.status();
       if (status.ok()) {
         auto bytes = compiled.value()->Serialize();
         status = bytes.status();
         if (status.ok()) serialized = std::move(bytes.value());
       }
+    } else if (status.ok() && kind == kCheckLoads) {
+      status = engine.value()->Deserialize(b, a.empty() ? nullptr : &c).status();
+    } else if (status.ok()) {
+      status = InvalidArgument("unknown compile helper request " + std::to_string(kind));
     }
     const uint32_t reply_code = static_cast<uint32_t>(status.code());
     const std::string& reply = status.ok() ? serialized : status.message();

@@ -741,6 +741,10 @@ class SimEngine : public Engine {
     return std::unique_ptr<Executable>(std::move(executable));
   }
 
+  Status CheckDeserializable(const std::string& bytes, const std::string* overridden_options) override {
+    return helper_ != nullptr ? helper_->CheckLoads(bytes, overridden_options) : Status::Ok();
+  }
+
   StatusOr<std::vector<int>> DefaultDeviceAssignment(int num_replicas, int num_partitions) override {
     std::vector<int> assignment(static_cast<size_t>(num_replicas) * num_partitions);
     INNER_ARGS(PJRT_Client_DefaultDeviceAssignment_Args, args);
