@@ -178,6 +178,22 @@ TEST(AnalyzeProgramCost, CountsElementWiseTranscendentalAndReductionWork) {
   EXPECT_EQ(cost.output_bytes, 4);
 }
 
+// bf16 arithmetic as XLA's CPU compiler leaves it: widened to f32, operated on, narrowed back.
+// The conversions between float types are no work (the engines convert on their read and
+// write paths); a conversion to or from an integer type is.
+TEST(AnalyzeProgramCost, ConversionsBetweenFloatTypesAreNoWork) {
+  const std::string entry = MakeComputation(
+      1,
+      {MakeInstruction(1, "parameter", ArrayShape(kBF16, {1000})),
+       MakeInstruction(2, "convert", ArrayShape(kF32, {1000}), {1}),
+       MakeInstruction(3, "multiply", ArrayShape(kF32, {1000}), {2, 2}),
+       MakeInstruction(4, "convert", ArrayShape(kBF16, {1000}), {3}),
+       MakeInstruction(5, "convert", ArrayShape(kS32, {1000}), {4})},
+      5);
+  const ProgramCost cost = Analyze(MakeModule({entry}));
+  EXPECT_EQ(cost.vector_ops, 2000);  // the multiply and the conversion to s32
+}
+
 std::string ReplicaGroups(std::initializer_list<int64_t> ids) {
   std::string group;
   for (int64_t id : ids) AppendVarintField(&group, kReplicaGroupIds, static_cast<uint64_t>(id));
