@@ -17,6 +17,8 @@ Figures come from the plugin's tables (instance types with prices, per-generatio
 
 from __future__ import annotations
 
+from collections import Counter
+
 import atexit
 import contextlib
 import json
@@ -381,8 +383,16 @@ def format_text(results: list[dict], returncode: int) -> str:
     lines.append("per program (on " + first["instance_type"] + "):")
     lines.append(f"  {'program':<32} {'runs':>5} {'matmul FLOPs':>12} {'vector':>8} {'HBM bytes':>10} "
                  f"{'link bytes':>10} {'time':>10} {'bound':>11} {'of step':>7}")
+    names = Counter(p["program"] for p in first["programs"])
+
+    def label(p: dict) -> str:  # programs that share a name (torch-xla's graphs) get their number
+        if names[p["program"]] == 1:
+            return p["program"][:32]
+        suffix = " #" + str(p["program_id"]).rsplit("-", 1)[-1]
+        return p["program"][:32 - len(suffix)] + suffix
+
     for p in first["programs"]:
-        lines.append(f"  {p['program'][:32]:<32} {p['executions']:>5} {_count(sum(p['matmul_flops'].values())):>12} "
+        lines.append(f"  {label(p):<32} {p['executions']:>5} {_count(sum(p['matmul_flops'].values())):>12} "
                      f"{_count(p['vector_ops'] + p['transcendental_ops']):>8} {_count(p['hbm_bytes']):>10} "
                      f"{_count(p['link_bytes']):>10} {_seconds(p['seconds']):>10} {p['bound']:>11} "
                      f"{p['share_of_step'] * 100:>6.1f}%")

@@ -379,3 +379,21 @@ def test_an_instance_with_fewer_cores_than_the_run_used_is_refused():
         estimator.estimate_for(target, programs, executions, "none", 1.0, "steps", None)
     with pytest.raises(estimator.EstimateError, match="unknown instance type 'trn9'"):
         estimator.make_target("trn9", {})
+
+
+def test_programs_that_share_a_name_are_told_apart_in_the_text_report():
+    # torch-xla names many graphs SyncTensorsGraph.<n>; two different ones may share a name.
+    from pjrt_neuron import estimator
+
+    cost = {"matmul_flops": {"fp32": 1e6}, "vector_ops": 10, "transcendental_ops": 0, "parameter_bytes": 8,
+            "output_bytes": 8, "collectives": [], "unknown_trip_count": False}
+    programs = {pid: estimator.Program(pid, "SyncTensorsGraph.264", 1, 1, cost, executions=runs,
+                                       device_executions=runs, devices={0})
+                for pid, runs in (("77-3", 2), ("77-9", 1))}
+    executions = [{"program_id": pid, "devices": [0], "start_us": t, "end_us": t + 1}
+                  for t, pid in enumerate(["77-3", "77-9", "77-3"])]
+    target = estimator.make_target("trn1.2xlarge", {})
+    result = estimator.estimate_for(target, programs, executions, "none", 1.0, "steps", None)
+    rows = [line.split()[0:2] for line in estimator.format_text([result], 0).splitlines()
+            if line.strip().startswith("SyncTensorsGraph")]
+    assert sorted(rows) == [["SyncTensorsGraph.264", "#3"], ["SyncTensorsGraph.264", "#9"]], rows
