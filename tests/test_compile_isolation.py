@@ -104,3 +104,29 @@ def test_damaged_serialized_executables_are_refused_and_the_process_goes_on(clie
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     (out,) = client.deserialize_and_load(data).execute([client.buffer_from_numpy(x)])
     np.testing.assert_array_equal(out[0].to_numpy(), x * 2)
+
+
+def test_a_client_closes_at_once_while_a_forked_child_holds_the_helper_socket(tmp_path):
+    # A forked child (a DataLoader worker) inherits the socket to the helper; the client must
+    # not wait for the helper to see its end.
+    script = textwrap.dedent(f"""
+        import os, sys, time
+        sys.path.insert(0, {str(REPO / "tests")!r})
+        import pjrt_capi as P, pjrt_neuron, programs
+        client = P.Client(P.Api(pjrt_neuron.library_path()))
+        client.compile(programs.DOUBLE)
+        child = os.fork()
+        if child == 0:
+            time.sleep(60)
+            os._exit(0)
+        start = time.monotonic()
+        client.close()
+        print("closed in", time.monotonic() - start)
+        os.kill(child, 9)
+        os.waitpid(child, 0)
+    """)
+    env = {**__import__("os").environ, "PJRT_NEURON_COMPILE_CACHE": "0", "PJRT_NEURON_LOCK_DIR": str(tmp_path)}
+    run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    seconds = float(run.stdout.split("closed in")[1])
+    assert seconds < 20, seconds

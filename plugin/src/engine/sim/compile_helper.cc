@@ -180,8 +180,11 @@ Status CompileHelper::Start() {
 }
 
 void CompileHelper::Stop() {
-  if (fd_ >= 0) close(fd_);  // the helper reads the end and exits
+  if (fd_ >= 0) close(fd_);
   if (pid_ > 0) {
+    // Not left to see the socket's end: a child this process forked (a DataLoader worker)
+    // may hold a copy of it, and the helper keeps nothing worth a clean exit.
+    kill(pid_, SIGKILL);
     int status;
     while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
     }
