@@ -60,14 +60,20 @@ const LoadedExecutable::HbmPlan& LoadedExecutable::hbm_plan() {
 }
 
 bool LoadedExecutable::LaunchesMeet() {
-  std::call_once(launches_meet_once_, [this] {
-    if (addressable_devices().size() < 2) return;
-    auto optimized = engine_executable().OptimizedProgram();
-    // Unknown: launched as before, on its own; the engine's wait stays the only one.
-    if (!optimized.ok() || !hlo::HasCollectives(optimized->code, optimized->format)) return;
-    for (Device* device : addressable_devices()) device_ids_.push_back(device->id());
-    launches_meet_ = true;
-  });
+  // Not std::call_once: its thread-local helpers would be exported from the static libstdc++.
+  if (launches_meet_known_.load(std::memory_order_acquire)) return launches_meet_;
+  std::lock_guard<std::mutex> lock(launches_meet_mutex_);
+  if (!launches_meet_known_.load(std::memory_order_relaxed)) {
+    if (addressable_devices().size() >= 2) {
+      auto optimized = engine_executable().OptimizedProgram();
+      // Unknown: launched as before, on its own; the engine's wait stays the only one.
+      if (optimized.ok() && hlo::HasCollectives(optimized->code, optimized->format)) {
+        for (Device* device : addressable_devices()) device_ids_.push_back(device->id());
+        launches_meet_ = true;
+      }
+    }
+    launches_meet_known_.store(true, std::memory_order_release);
+  }
   return launches_meet_;
 }
 

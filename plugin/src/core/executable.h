@@ -121,7 +121,8 @@ class LoadedExecutable : public Tagged<0x4e4c4558> {
   std::mutex hbm_plan_mutex_;
   std::atomic<bool> hbm_plan_ready_{false};
   HbmPlan hbm_plan_;
-  std::once_flag launches_meet_once_;
+  std::mutex launches_meet_mutex_;
+  std::atomic<bool> launches_meet_known_{false};
   bool launches_meet_ = false;
   std::vector<int> device_ids_;  // the program's, for the gate
   LaunchGate launch_gate_;
