@@ -130,3 +130,28 @@ def test_a_client_closes_at_once_while_a_forked_child_holds_the_helper_socket(tm
     assert run.returncode == 0, run.stderr[-2000:]
     seconds = float(run.stdout.split("closed in")[1])
     assert seconds < 20, seconds
+
+
+def test_without_a_helper_program_the_client_compiles_in_its_process_and_says_so(tmp_path):
+    # A helper that cannot start must not stop every compile: the engine compiles itself, warning once.
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(REPO / "tests")!r})
+        import numpy as np, pjrt_capi as P, pjrt_neuron, programs
+        client = P.Client(P.Api(pjrt_neuron.library_path()))
+        x = np.arange(6, dtype=np.float32).reshape(2, 3)
+        for program in (programs.DOUBLE, "// another key\\n" + programs.DOUBLE):
+            (out,) = client.compile(program).execute([client.buffer_from_numpy(x)])
+            assert (out[0].to_numpy() == x * 2).all()
+        data = client.compile(programs.DOUBLE).get_executable().serialize()
+        (out,) = client.deserialize_and_load(data).execute([client.buffer_from_numpy(x)])
+        assert (out[0].to_numpy() == x * 2).all()
+        print("ran")
+    """)
+    env = {**__import__("os").environ, "PJRT_NEURON_INSTANCE_DAEMON": str(tmp_path / "no-such-helper"),
+           "PJRT_NEURON_COMPILE_CACHE": "0", "PJRT_NEURON_LOCK_DIR": str(tmp_path)}
+    run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "ran" in run.stdout, run.stderr[-2000:]
+    warnings = [line for line in run.stderr.splitlines() if "pjrt-neuron: compiling in this process" in line]
+    assert len(warnings) == 1, run.stderr[-2000:]
+    assert str(tmp_path / "no-such-helper") in warnings[0] and "is missing" in warnings[0], warnings[0]

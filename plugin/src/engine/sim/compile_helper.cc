@@ -218,7 +218,13 @@ Status CompileHelper::Died(const std::string& what, ErrorCode code) {
 StatusOr<std::string> CompileHelper::Request(uint32_t kind, const std::string& a, const char* b, size_t b_size,
                                              const std::string& c, const std::string& what, ErrorCode death_code) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (fd_ < 0) PN_RETURN_IF_ERROR(Start());
+  if (fd_ < 0) {
+    Status started = Start();
+    if (!started.ok()) {
+      cannot_start_ = true;
+      return started;
+    }
+  }
   if (!WriteAll(fd_, &kind, sizeof kind) || !WriteString(fd_, a.data(), a.size()) || !WriteString(fd_, b, b_size) ||
       !WriteString(fd_, c.data(), c.size())) {
     return Died("before it took the request", death_code);

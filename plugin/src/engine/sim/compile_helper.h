@@ -10,6 +10,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <mutex>
 #include <string>
 
@@ -30,6 +31,9 @@ class CompileHelper {
   // OK when the engine loads `serialized` (with `overridden_options` when not null) and lives;
   // the engine's error, or INVALID_ARGUMENT naming the signal when loading ended the helper.
   Status CheckLoads(const std::string& serialized, const std::string* overridden_options);
+  // The helper could not be started here (no helper program, no room for its log, no process):
+  // the engine then compiles in its own process, which is better than not compiling.
+  bool cannot_start() const { return cannot_start_.load(); }
 
  private:
   Status Start();
@@ -41,6 +45,7 @@ class CompileHelper {
 
   EngineOptions options_;
   std::mutex mutex_;  // one compilation at a time per helper
+  std::atomic<bool> cannot_start_{false};
   int fd_ = -1;
   pid_t pid_ = -1;
   std::string log_path_;

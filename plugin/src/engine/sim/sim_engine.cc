@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -704,9 +705,11 @@ class SimEngine : public Engine {
                                                                     const std::string& memory_kind) override;
 
   StatusOr<std::unique_ptr<Executable>> Compile(const Program& program, const std::string& options) override {
-    if (helper_ != nullptr) {
-      PN_ASSIGN_OR_RETURN(std::string serialized, helper_->Compile(program, options));
-      return Deserialize(serialized, nullptr);
+    if (helper_ != nullptr && !helper_->cannot_start()) {
+      auto serialized = helper_->Compile(program, options);
+      if (serialized.ok()) return Deserialize(serialized.value(), nullptr);
+      if (!helper_->cannot_start()) return serialized.status();
+      SayHelperCannotStart(serialized.status());
     }
     PJRT_Program inner_program;
     std::memset(&inner_program, 0, sizeof(inner_program));
@@ -742,7 +745,13 @@ class SimEngine : public Engine {
   }
 
   Status CheckDeserializable(const std::string& bytes, const std::string* overridden_options) override {
-    return helper_ != nullptr ? helper_->CheckLoads(bytes, overridden_options) : Status::Ok();
+    if (helper_ == nullptr || helper_->cannot_start()) return Status::Ok();
+    Status loads = helper_->CheckLoads(bytes, overridden_options);
+    if (!loads.ok() && helper_->cannot_start()) {
+      SayHelperCannotStart(loads);
+      return Status::Ok();
+    }
+    return loads;
   }
 
   StatusOr<std::vector<int>> DefaultDeviceAssignment(int num_replicas, int num_partitions) override {
@@ -808,6 +817,16 @@ class SimEngine : public Engine {
   std::vector<std::vector<std::pair<std::string, PJRT_Memory*>>> memories_;  // [core] -> (kind, memory)
   std::string version_;
   std::unique_ptr<CompileHelper> helper_;  // null: compiles in this process
+
+  // Once per engine: compiling goes on in this process, without the helper's protection.
+  void SayHelperCannotStart(const Status& why) {
+    if (said_helper_cannot_start_.exchange(true)) return;
+    std::fprintf(stderr,
+                 "pjrt-neuron: compiling in this process, where a failed check of XLA's compiler ends the "
+                 "program: %s\n",
+                 why.message().c_str());
+  }
+  std::atomic<bool> said_helper_cannot_start_{false};
 };
 
 SimBuffer::SimBuffer(SimEngine* engine, PJRT_Buffer* buffer) : engine_(engine), api_(engine->api()), buffer_(buffer) {
