@@ -1,13 +1,13 @@
 // Runs the StableHLO to HLO converter (mlir_to_hlo.h).
 #include "engine/neuron/mlir_to_hlo.h"
 
-#include <dlfcn.h>
 #include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
 
+#include "common/tool_process.h"
 #include "engine/neuron/scratch_dir.h"
 #include "engine/neuron/subprocess.h"
 
@@ -41,9 +41,9 @@ std::string ThisPython() {
 
 // The directory that holds the pjrt_neuron package, when this library was installed in it.
 std::string PackageParent() {
-  Dl_info info;
-  if (dladdr(reinterpret_cast<void*>(&PackageParent), &info) == 0 || info.dli_fname == nullptr) return "";
-  const std::string package = Dirname(info.dli_fname);
+  const std::string library = PluginLibraryPath();
+  if (library.empty()) return "";
+  const std::string package = Dirname(library);
   struct stat st;
   if (Basename(package) != "pjrt_neuron" || stat((package + "/_neuron_mlir_to_hlo.py").c_str(), &st) != 0) return "";
   return Dirname(package);

@@ -1,9 +1,7 @@
 // The framework-process side of multi-process mode: an Engine whose cores, buffers and programs
 // live in the instance daemon. Every call is a request on one of a small pool of connections.
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <spawn.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -21,10 +19,9 @@
 #include <string_view>
 #include <thread>
 
+#include "common/tool_process.h"
 #include "engine/remote/protocol.h"
 #include "engine/remote/remote.h"
-
-extern char** environ;
 
 namespace pjrt_neuron::engine::remote {
 namespace {
@@ -542,17 +539,6 @@ class RemoteEngine : public Engine {
   double peer_timeout_seconds_;
 };
 
-std::string OwnLibraryPath() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&OwnLibraryPath), &info) == 0 || info.dli_fname == nullptr) return "";
-  return info.dli_fname;
-}
-
-std::string DaemonExecutable(const std::string& library) {
-  if (const char* path = std::getenv("PJRT_NEURON_INSTANCE_DAEMON"); path != nullptr && *path != '\0') return path;
-  return library.substr(0, library.rfind('/') + 1) + "pjrt-neuron-instanced";
-}
-
 // The daemon's lock and log live in a directory of this user's own: the lock directory is
 // shared by every user (as the cores are), and a file or link that another user planted there
 // must not receive this user's log or decide who starts the daemon. The directory's descriptor;
@@ -597,30 +583,17 @@ StatusOr<int> OpenPrivateFile(int directory_fd, const std::string& directory, co
 
 // Starts the daemon in its own session, so it outlives the process that started it.
 Status SpawnDaemon(const ConnectOptions& options, const std::string& address, int log_fd) {
-  const std::string library = OwnLibraryPath();
-  const std::string executable = DaemonExecutable(library);
+  const std::string library = PluginLibraryPath();
+  const std::string executable = ToolProgramPath(library);
   if (access(executable.c_str(), X_OK) != 0) {
     return FailedPrecondition("the instance daemon program " + executable +
                               " is missing; reinstall pjrt-neuron or set PJRT_NEURON_INSTANCE_DAEMON");
   }
-  std::vector<std::string> argv_text = {executable, library, address, std::to_string(options.num_cores),
-                                        options.engine_library_path};
-  std::vector<char*> argv;
-  for (auto& a : argv_text) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, log_fd, 1);
-  posix_spawn_file_actions_adddup2(&actions, log_fd, 2);
-  posix_spawnattr_t attributes;
-  posix_spawnattr_init(&attributes);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSID);
-  pid_t pid = 0;
-  int error = posix_spawn(&pid, executable.c_str(), &actions, &attributes, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attributes);
-  if (error != 0) return Internal("could not start the instance daemon " + executable + ": " + std::strerror(error));
+  ToolSpawn spawn;
+  spawn.argv = {executable, library, address, std::to_string(options.num_cores), options.engine_library_path};
+  spawn.log_fd = log_fd;
+  spawn.new_session = true;
+  PN_ASSIGN_OR_RETURN(pid_t pid, SpawnTool(spawn, "the instance daemon"));
   // Reaped by init after its parent, us, exits; until then a zombie at most.
   std::thread([pid] { int status; waitpid(pid, &status, 0); }).detach();
   return Status::Ok();

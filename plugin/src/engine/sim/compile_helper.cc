@@ -2,10 +2,8 @@
 // over a socket pair; the helper serves compilations from its own engine.
 #include "engine/sim/compile_helper.h"
 
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,15 +13,13 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "common/settings.h"
+#include "common/tool_process.h"
 #include "engine/sim/sim_engine.h"
 
-extern char** environ;
 
 namespace pjrt_neuron::engine {
 namespace {
 
-constexpr int kHelperFd = 3;  // the helper's end of the socket pair
 constexpr uint32_t kCompile = 1;     // format, code, options -> serialized executable
 constexpr uint32_t kCheckLoads = 2;  // "" or "override", serialized executable, options -> nothing
 
@@ -61,17 +57,6 @@ bool ReadString(int fd, std::string* out) {
   if (!ReadAll(fd, &length, sizeof length) || length > (uint64_t{1} << 40)) return false;
   out->resize(length);
   return ReadAll(fd, out->data(), length);
-}
-
-std::string OwnLibrary() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&OwnLibrary), &info) == 0 || info.dli_fname == nullptr) return "";
-  return info.dli_fname;
-}
-
-std::string HelperProgram(const std::string& library) {
-  if (auto set = settings::Raw(settings::Id::kInstanceDaemon)) return *set;
-  return library.substr(0, library.rfind('/') + 1) + "pjrt-neuron-instanced";
 }
 
 // What the helper said last: the line of XLA's failed check or LLVM's fatal error when there is
@@ -134,8 +119,8 @@ StatusOr<EngineOptions> ParseHelperArguments(int argc, char** argv) {
 CompileHelper::~CompileHelper() { Stop(); }
 
 Status CompileHelper::Start() {
-  const std::string library = OwnLibrary();
-  const std::string program = HelperProgram(library);
+  const std::string library = PluginLibraryPath();
+  const std::string program = ToolProgramPath(library);
   if (access(program.c_str(), X_OK) != 0) {
     return FailedPrecondition("the compile helper " + program +
                               " is missing; reinstall pjrt-neuron, set PJRT_NEURON_INSTANCE_DAEMON, or compile in "
@@ -152,29 +137,21 @@ Status CompileHelper::Start() {
     unlink(log_template.c_str());
     return Unavailable("cannot connect to a compile helper: " + std::string(std::strerror(errno)));
   }
-  std::vector<std::string> argv_text = {program, library, "--compile-helper"};
-  for (std::string& a : HelperArguments(options_)) argv_text.push_back(std::move(a));
-  std::vector<char*> argv;
-  for (std::string& a : argv_text) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, log_fd, 1);
-  posix_spawn_file_actions_adddup2(&actions, log_fd, 2);
-  posix_spawn_file_actions_adddup2(&actions, ends[1], kHelperFd);
-  pid_t pid = -1;
-  const int error = posix_spawn(&pid, program.c_str(), &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
+  ToolSpawn spawn;
+  spawn.argv = {program, library, "--compile-helper"};
+  for (std::string& a : HelperArguments(options_)) spawn.argv.push_back(std::move(a));
+  spawn.log_fd = log_fd;
+  spawn.pass_fd = ends[1];
+  auto pid = SpawnTool(spawn, "the compile helper");
   close(ends[1]);
   close(log_fd);
-  if (error != 0) {
+  if (!pid.ok()) {
     close(ends[0]);
     unlink(log_template.c_str());
-    return Internal("could not start the compile helper " + program + ": " + std::strerror(error));
+    return pid.status();
   }
   fd_ = ends[0];
-  pid_ = pid;
+  pid_ = pid.value();
   log_path_ = log_template;
   return Status::Ok();
 }

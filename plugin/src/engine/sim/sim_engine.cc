@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/settings.h"
+#include "common/tool_process.h"
 #include "engine/sim/compile_helper.h"
 #include "engine/sim/sim_engine.h"
 
@@ -244,11 +245,8 @@ StatusOr<const PJRT_Api*> LoadApi(const std::string& requested_path) {
 
 // pip installs the xla-cpu-pjrt wheel beside our package, in the same site-packages.
 std::string DefaultLibraryPath() {
-  Dl_info info;
-  if (dladdr(reinterpret_cast<void*>(&DefaultLibraryPath), &info) == 0 || info.dli_fname == nullptr) {
-    return "xla_cpu_pjrt.so";
-  }
-  std::string self(info.dli_fname);
+  const std::string self = PluginLibraryPath();
+  if (self.empty()) return "xla_cpu_pjrt.so";
   std::string package_dir = self.substr(0, self.find_last_of('/'));
   std::string site_packages = package_dir.substr(0, package_dir.find_last_of('/'));
   return site_packages + "/xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so";
