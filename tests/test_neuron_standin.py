@@ -757,8 +757,16 @@ def _load_rank(nrt, neff, vnc, rank, world):
     return status, model
 
 
+def _free_root_address() -> str:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
 def test_all_reduce_over_two_cores_of_this_process(nrt, host, neffs):
-    host.setenv("NEURON_RT_ROOT_COMM_ID", "localhost:62182")
+    host.setenv("NEURON_RT_ROOT_COMM_ID", _free_root_address())
     assert nrt.init() == N.SUCCESS
     ranks = []
     for rank in range(2):
@@ -779,11 +787,108 @@ def test_collectives_are_checked(nrt, host, neffs, capfd):
     assert _load_rank(nrt, neffs["all_reduce"], 0, 0, 2)[0] == N.INVALID  # no root comm id
     assert "NEURON_RT_ROOT_COMM_ID" in capfd.readouterr().err
     nrt.nrt_close()
-    host.setenv("NEURON_RT_ROOT_COMM_ID", "localhost:62182")
+    host.setenv("NEURON_RT_ROOT_COMM_ID", _free_root_address())
     host.setenv("NEURON_RT_EXEC_TIMEOUT", "0.3")
     assert nrt.init() == N.SUCCESS
     assert _load_rank(nrt, neffs["all_reduce"], 0, 2, 2)[0] == N.INVALID  # rank >= world
-    assert _load_rank(nrt, neffs["all_reduce"], 0, 0, 3)[0] == N.FAILURE  # ranks elsewhere
     status, lonely = _load_rank(nrt, neffs["all_reduce"], 0, 0, 2)
     assert status == N.SUCCESS
     assert Bound(nrt, lonely).execute() == N.TIMEOUT  # rank 1 never comes
+
+
+# A rank of an all-reduce in a process of its own: loads rank RANK of WORLD on its visible core,
+# runs ROUNDS rounds with input arange(4) * (RANK + 1), prints each round's output.
+_RANK_PROCESS = """
+import os, sys, ctypes
+import numpy as np
+sys.path.insert(0, {dir!r})
+import nrt_ctypes as N
+nrt = N.Nrt({lib!r})
+assert nrt.init() == N.SUCCESS
+neff = open({neff!r}, "rb").read()
+model = ctypes.c_void_p()
+status = nrt.nrt_load_collectives(neff, len(neff), 0, -1, {rank}, {world}, ctypes.byref(model))
+print("load", status, flush=True)
+if status == N.SUCCESS and {exit_after_load}:
+    sys.stdin.readline()  # the test says when to go
+    os._exit(0)
+if status == N.SUCCESS:
+    listed = nrt.tensor_info(model)
+    inputs, outputs, tensors = nrt.tensor_set(), nrt.tensor_set(), {{}}
+    for t in listed:
+        _, tensor = nrt.allocate(t.size, vnc=0, name=t.name.encode())
+        tensors[t.name] = tensor
+        nrt.add(inputs if t.usage == N.USAGE_INPUT else outputs, t.name, tensor)
+    nrt.write(tensors["input0"], (np.arange(4, dtype=np.float32) * ({rank} + 1)).tobytes())
+    for _ in range({rounds}):
+        status = nrt.nrt_execute(model, inputs, outputs)
+        _, data = nrt.read(tensors["output0"], 16)
+        print("round", status, np.frombuffer(data, np.float32).tolist(), flush=True)
+nrt.nrt_close()
+"""
+
+
+def _rank_process(standin, neff_path, rank, world, visible_core, rounds=2, exit_after_load=False):
+    env = {**os.environ, "NEURON_RT_VISIBLE_CORES": str(visible_core)}
+    script = _RANK_PROCESS.format(dir=str(STANDIN_DIR), lib=str(standin.libnrt), neff=str(neff_path),
+                                  rank=rank, world=world, rounds=rounds, exit_after_load=exit_after_load)
+    return subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+
+def test_all_reduce_across_processes(nrt, host, standin, neffs, tmp_path):
+    """Ranks 1 and 2 in processes of their own, started first; rank 0 here hosts the root."""
+    host.setenv("NEURON_STANDIN_INSTANCE", "trn1.32xlarge")
+    host.setenv("NEURON_RT_ROOT_COMM_ID", _free_root_address())
+    host.setenv("NEURON_RT_VISIBLE_CORES", "0")
+    neff_path = tmp_path / "all_reduce.neff"
+    neff_path.write_bytes(neffs["all_reduce"])
+    peers = [_rank_process(standin, neff_path, rank, 3, visible_core=rank) for rank in (1, 2)]
+    try:
+        assert nrt.init() == N.SUCCESS
+        status, model = _load_rank(nrt, neffs["all_reduce"], 0, 0, 3)
+        assert status == N.SUCCESS
+        bound = Bound(nrt, model)
+        bound.write("input0", np.arange(4, dtype=np.float32))
+        for _ in range(2):
+            assert bound.execute() == N.SUCCESS
+            np.testing.assert_array_equal(bound.read("output0", np.float32, (4,)), np.arange(4) * 6)
+        for peer in peers:
+            out, err = peer.communicate(timeout=60)
+            assert peer.returncode == 0, err
+            assert out.splitlines() == ["load 0", "round 0 [0.0, 6.0, 12.0, 18.0]",
+                                        "round 0 [0.0, 6.0, 12.0, 18.0]"], err
+    finally:
+        for peer in peers:
+            peer.kill()
+
+
+def test_a_rank_with_no_root_times_out_at_load(nrt, host, neffs, capfd):
+    host.setenv("NEURON_RT_ROOT_COMM_ID", _free_root_address())
+    host.setenv("NEURON_RT_EXEC_TIMEOUT", "0.3")
+    assert nrt.init() == N.SUCCESS
+    assert _load_rank(nrt, neffs["all_reduce"], 0, 1, 2)[0] == N.TIMEOUT
+    assert "no communicator root at" in capfd.readouterr().err
+
+
+def test_a_rank_whose_root_process_exited_fails_with_a_collectives_error(nrt, host, standin, neffs,
+                                                                          tmp_path, capfd):
+    host.setenv("NEURON_RT_ROOT_COMM_ID", _free_root_address())
+    host.setenv("NEURON_RT_VISIBLE_CORES", "1")
+    neff_path = tmp_path / "all_reduce.neff"
+    neff_path.write_bytes(neffs["all_reduce"])
+    root = _rank_process(standin, neff_path, 0, 2, visible_core=0, exit_after_load=True)
+    try:
+        assert root.stdout.readline().strip() == "load 0"
+        assert nrt.init() == N.SUCCESS
+        status, model = _load_rank(nrt, neffs["all_reduce"], 0, 1, 2)
+        assert status == N.SUCCESS
+        bound = Bound(nrt, model)
+        root.stdin.write("go\n")
+        root.stdin.flush()
+        root.wait(timeout=30)
+        assert bound.execute() == 1200  # NRT_EXEC_HW_ERR_COLLECTIVES
+        assert "lost its connection to the communicator root" in capfd.readouterr().err
+    finally:
+        root.kill()
+        root.communicate()

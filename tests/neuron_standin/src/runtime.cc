@@ -1,10 +1,14 @@
 // The simulated runtime's state: claimed cores, HBM accounting, tensors, sets, models, and
-// execution (one at a time per core; collective ranks of one process meet in one XLA run).
+// execution (one at a time per core; the ranks of a collective meet in one XLA run, at the
+// process that hosts the communicator's root).
 #include "runtime.h"
 
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstddef>
 #include <cstdlib>
@@ -12,6 +16,7 @@
 #include <new>
 #include <thread>
 
+#include "communicator.h"
 #include "element_types.h"
 #include "log.h"
 
@@ -181,6 +186,20 @@ void Runtime::Close() {
   }
   phase_ = Phase::kClosing;
   idle_.wait(lock, [this] { return executions_in_flight_ == 0; });
+  {
+    // Ranks elsewhere see the connection end at once rather than wait for a round.
+    std::lock_guard<std::mutex> communicator(communicator_mutex_);
+    if (listener_ >= 0) {
+      shutdown(listener_, SHUT_RDWR);
+      close(listener_);
+      listener_ = -1;
+    }
+    for (int connection : served_connections_) shutdown(connection, SHUT_RDWR);
+    served_connections_.clear();
+  }
+  for (auto& entry : models_) {
+    if (entry.second->root_connection >= 0) close(entry.second->root_connection);
+  }
   groups_.clear();
   models_.clear();
   sets_.clear();
@@ -261,14 +280,46 @@ NRT_STATUS Runtime::GetMemoryStats(uint32_t vnc, nrt_vnc_memory_stats_t* stats, 
 
 NRT_STATUS Runtime::EnsureEngine(std::string* error) {
   if (engine_) return NRT_SUCCESS;
-  // One CPU device per visible core, so every rank of a collective has its own replica.
-  engine_ = XlaCpuEngine::Create(settings_.xla_cpu_plugin, static_cast<int>(cores_.size()), error);
+  // One CPU device per core of the host: the root runs every rank of a collective, its own
+  // and other processes', as replicas.
+  const size_t devices = std::max<size_t>(cores_.size(), settings_.total_vncs);
+  engine_ = XlaCpuEngine::Create(settings_.xla_cpu_plugin, static_cast<int>(devices), error);
   return engine_ ? NRT_SUCCESS : NRT_FAILURE;
 }
 
 NRT_STATUS Runtime::Load(const char* function, const void* neff_bytes, size_t size, int32_t vnc,
                          int32_t vnc_count, bool collective, uint32_t rank, uint32_t world,
                          nrt_model_t** result) {
+  int root_connection = -1;
+  if (collective) {
+    std::string root;
+    double timeout_seconds = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (NRT_STATUS status = RequireInitialized(function)) return status;
+      if (!ValidRootCommId(settings_.root_comm_id)) {
+        LogError(function, "NEURON_RT_ROOT_COMM_ID='" + settings_.root_comm_id +
+                               "': collectives need host:port of rank 0");
+        return NRT_INVALID;
+      }
+      if (world == 0 || rank >= world) {
+        LogError(function, "rank " + std::to_string(rank) + " of world " + std::to_string(world));
+        return NRT_INVALID;
+      }
+      root = settings_.root_comm_id;
+      timeout_seconds = settings_.exec_timeout_seconds;
+    }
+    // Not under the runtime's lock: a rank may wait here for rank 0 of this very process.
+    if (NRT_STATUS status = RouteRank(function, root, rank, timeout_seconds, &root_connection)) {
+      return status;
+    }
+  }
+  struct ConnectionGuard {
+    int* fd;
+    ~ConnectionGuard() {
+      if (*fd >= 0) close(*fd);
+    }
+  } connection_guard{&root_connection};
   std::lock_guard<std::mutex> lock(mutex_);
   if (NRT_STATUS status = RequireInitialized(function)) return status;
   if (!result || !neff_bytes) {
@@ -321,29 +372,22 @@ NRT_STATUS Runtime::Load(const char* function, const void* neff_bytes, size_t si
                            std::to_string(settings_.hbm_per_vnc - core.hbm_used) + " are free");
     return NRT_RESOURCE;
   }
-  if (collective) {
-    if (!ValidRootCommId(settings_.root_comm_id)) {
-      LogError(function, "NEURON_RT_ROOT_COMM_ID='" + settings_.root_comm_id +
-                             "': collectives need host:port of rank 0");
-      return NRT_INVALID;
+  if (root_connection < 0) {
+    if (NRT_STATUS status = EnsureEngine(&error)) {
+      LogError(function, error);
+      return status;
     }
-    if (world == 0 || rank >= world) {
-      LogError(function, "rank " + std::to_string(rank) + " of world " + std::to_string(world));
-      return NRT_INVALID;
-    }
-    if (world > cores_.size()) {
-      LogError(function, "world " + std::to_string(world) + ": the stand-in runs every rank in "
-                         "this process, which sees " + std::to_string(cores_.size()) + " cores");
-      return NRT_FAILURE;
-    }
-  }
-  if (NRT_STATUS status = EnsureEngine(&error)) {
-    LogError(function, error);
-    return status;
   }
   model->id = next_id_++;
   model->rank = rank;
-  if (collective) {
+  if (collective && root_connection >= 0) {
+    model->root_connection = root_connection;
+    if (NRT_STATUS status = JoinAtRoot(function, model.get(), world, neff_bytes, size)) {
+      model->root_connection = -1;
+      return status;
+    }
+    root_connection = -1;  // the model's now
+  } else if (collective) {
     if (NRT_STATUS status = JoinGroup(function, model.get(), world)) return status;
   } else {
     std::unique_ptr<XlaProgram> program = engine_->Compile(model->neff.program, 1, &error);
@@ -353,10 +397,10 @@ NRT_STATUS Runtime::Load(const char* function, const void* neff_bytes, size_t si
     }
     model->program = std::move(program);
   }
-  const XlaProgram& program = model->group ? *model->group->compiled : *model->program;
-  if (program.output_count() != model->neff.output_count) {
+  const XlaProgram* program = model->group ? model->group->compiled.get() : model->program.get();
+  if (program != nullptr && program->output_count() != model->neff.output_count) {
     LogError(function, "the NEFF lists " + std::to_string(model->neff.output_count) +
-                           " outputs, its program has " + std::to_string(program.output_count()));
+                           " outputs, its program has " + std::to_string(program->output_count()));
     LeaveGroup(*model);
     return NRT_INVALID;
   }
@@ -424,6 +468,7 @@ NRT_STATUS Runtime::Unload(nrt_model_t* handle) {
   }
   cores_[found->second->vnc].hbm_used -= found->second->hbm_bytes;
   LeaveGroup(*found->second);
+  if (found->second->root_connection >= 0) close(found->second->root_connection);  // the root lets go
   models_.erase(found);
   return NRT_SUCCESS;
 }
@@ -781,12 +826,16 @@ void Runtime::EndExecution() {
 }
 
 NRT_STATUS Runtime::RunCollective(const nrt_model& model, Binding* binding) {
-  CollectiveGroup& group = *model.group;
   Submission mine;
   mine.arguments = binding->arguments;
   mine.results = binding->results;
+  return JoinRound(*model.group, model.rank, &mine, *binding->engine, binding->timeout_seconds);
+}
+
+NRT_STATUS Runtime::JoinRound(CollectiveGroup& group, uint32_t rank, Submission* mine,
+                              XlaCpuEngine& engine, double timeout_seconds) {
   std::unique_lock<std::mutex> lock(group.mutex);
-  group.pending[model.rank] = &mine;
+  group.pending[rank] = mine;
   ++group.pending_count;
   if (group.pending_count == group.world) {
     // The last rank to arrive runs every rank's replica in one XLA execution.
@@ -797,7 +846,7 @@ NRT_STATUS Runtime::RunCollective(const nrt_model& model, Binding* binding) {
       results.push_back(s->results);
     }
     std::string error;
-    bool ok = binding->engine->Execute(*group.compiled, arguments, results, &error);
+    bool ok = engine.Execute(*group.compiled, arguments, results, &error);
     for (Submission* s : group.pending) {
       s->done = true;
       s->ok = ok;
@@ -807,19 +856,19 @@ NRT_STATUS Runtime::RunCollective(const nrt_model& model, Binding* binding) {
     group.pending_count = 0;
     group.changed.notify_all();
   } else {
-    auto timeout = std::chrono::duration<double>(binding->timeout_seconds);
-    if (!group.changed.wait_for(lock, timeout, [&] { return mine.done; })) {
-      group.pending[model.rank] = nullptr;
+    auto timeout = std::chrono::duration<double>(timeout_seconds);
+    if (!group.changed.wait_for(lock, timeout, [&] { return mine->done; })) {
+      group.pending[rank] = nullptr;
       --group.pending_count;
-      LogError("nrt_execute", "rank " + std::to_string(model.rank) + " of " +
-                                  std::to_string(group.world) + " waited " +
-                                  std::to_string(binding->timeout_seconds) +
-                                  " s (NEURON_RT_EXEC_TIMEOUT) for the other ranks");
+      mine->error = "rank " + std::to_string(rank) + " of " + std::to_string(group.world) +
+                    " waited " + std::to_string(timeout_seconds) +
+                    " s (NEURON_RT_EXEC_TIMEOUT) for the other ranks";
+      LogError("nrt_execute", mine->error);
       return NRT_TIMEOUT;
     }
   }
-  if (!mine.ok) {
-    LogError("nrt_execute", mine.error);
+  if (!mine->ok) {
+    LogError("nrt_execute", mine->error);
     return NRT_FAILURE;
   }
   return NRT_SUCCESS;
@@ -872,6 +921,8 @@ NRT_STATUS Runtime::Execute(nrt_model_t* handle, const nrt_tensor_set_t* inputs,
   }
   if (model->group) {
     if (NRT_STATUS status = RunCollective(*model, &binding)) return status;
+  } else if (model->root_connection >= 0) {
+    if (NRT_STATUS status = RunAtRoot(*model, &binding)) return status;
   } else {
     std::string error;
     if (!binding.engine->Execute(*model->program, {binding.arguments}, {binding.results}, &error)) {
@@ -889,6 +940,224 @@ NRT_STATUS Runtime::Execute(nrt_model_t* handle, const nrt_tensor_set_t* inputs,
     }
   }
   return NRT_SUCCESS;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The global communicator: ranks in other processes (communicator.h)
+// ---------------------------------------------------------------------------------------------
+
+NRT_STATUS Runtime::RouteRank(const char* function, const std::string& root, uint32_t rank,
+                              double timeout_seconds, int* root_connection) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(timeout_seconds));
+  std::string error;
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(communicator_mutex_);
+      if (listener_ >= 0) return NRT_SUCCESS;  // this process is the root
+      if (rank == 0) {
+        int listener = ListenOn(root, &error);
+        if (listener >= 0) {
+          listener_ = listener;
+          std::thread([this, listener] { AcceptRanks(listener); }).detach();
+          return NRT_SUCCESS;
+        }
+      }
+      // Another process is the root (for rank 0 too: its address is taken by one).
+      int connection = ConnectTo(root, &error);
+      if (connection >= 0) {
+        *root_connection = connection;
+        return NRT_SUCCESS;
+      }
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      LogError(function, "rank " + std::to_string(rank) + ": no communicator root at " + root +
+                             " within " + std::to_string(timeout_seconds) +
+                             " s (NEURON_RT_EXEC_TIMEOUT); rank 0 hosts it: " + error);
+      return NRT_TIMEOUT;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+NRT_STATUS Runtime::JoinAtRoot(const char* function, nrt_model* model, uint32_t world,
+                               const void* neff_bytes, size_t size) {
+  FrameWriter join;
+  join.U32(model->rank).U32(world).Bytes(neff_bytes, size);
+  uint32_t kind = 0;
+  std::string reply;
+  if (!SendFrame(model->root_connection, kFrameJoin, join.data()) ||
+      !ReceiveFrame(model->root_connection, &kind, &reply, settings_.exec_timeout_seconds + 60) ||
+      kind != kFrameReply) {
+    LogError(function, "rank " + std::to_string(model->rank) + ": the communicator root at " +
+                           settings_.root_comm_id + " did not answer");
+    return NRT_FAILURE;
+  }
+  FrameReader reader(reply);
+  uint32_t status = NRT_FAILURE;
+  const char* message = nullptr;
+  size_t message_size = 0;
+  if (!reader.U32(&status) || !reader.Bytes(&message, &message_size)) return NRT_FAILURE;
+  if (status != NRT_SUCCESS) {
+    LogError(function, "the communicator root: " + std::string(message, message_size));
+  }
+  return static_cast<NRT_STATUS>(status);
+}
+
+NRT_STATUS Runtime::RunAtRoot(const nrt_model& model, Binding* binding) {
+  const std::vector<const NeffTensor*> inputs = model.neff.Inputs();
+  const std::vector<const NeffTensor*> outputs = model.neff.Outputs();
+  FrameWriter request;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    request.Bytes(binding->arguments[i].data, binding->arguments[i].data ? inputs[i]->byte_size : 0);
+  }
+  uint32_t kind = 0;
+  std::string reply;
+  const std::string lost = "rank " + std::to_string(model.rank) +
+                           " lost its connection to the communicator root at " + settings_.root_comm_id;
+  if (!SendFrame(model.root_connection, kFrameExecute, request.data()) ||
+      !ReceiveFrame(model.root_connection, &kind, &reply, binding->timeout_seconds + 60) ||
+      kind != kFrameReply) {
+    LogError("nrt_execute", lost);
+    return NRT_EXEC_HW_ERR_COLLECTIVES;
+  }
+  FrameReader reader(reply);
+  uint32_t status = NRT_FAILURE;
+  const char* data = nullptr;
+  size_t size = 0;
+  if (!reader.U32(&status) || !reader.Bytes(&data, &size)) {
+    LogError("nrt_execute", lost);
+    return NRT_EXEC_HW_ERR_COLLECTIVES;
+  }
+  if (status != NRT_SUCCESS) {
+    LogError("nrt_execute", "the communicator root: " + std::string(data, size));
+    return static_cast<NRT_STATUS>(status);
+  }
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    if (!reader.Bytes(&data, &size)) {
+      LogError("nrt_execute", lost);
+      return NRT_EXEC_HW_ERR_COLLECTIVES;
+    }
+    HostDestination& destination = binding->results[k];
+    if (destination.data != nullptr && size == outputs[k]->byte_size) std::memcpy(destination.data, data, size);
+  }
+  return NRT_SUCCESS;
+}
+
+void Runtime::AcceptRanks(int listener) {
+  while (true) {
+    int connection = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    if (connection < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      return;  // closed by nrt_close
+    }
+    {
+      std::lock_guard<std::mutex> lock(communicator_mutex_);
+      served_connections_.push_back(connection);
+    }
+    std::thread([this, connection] { ServeRank(connection); }).detach();
+  }
+}
+
+// One remote rank: its join, then each of its executions, until its process unloads or exits.
+void Runtime::ServeRank(int connection) {
+  auto reply = [connection](NRT_STATUS status, const std::string& message, const std::vector<std::string>* results) {
+    FrameWriter w;
+    w.U32(static_cast<uint32_t>(status)).Bytes(message.data(), message.size());
+    if (results != nullptr) {
+      for (const std::string& r : *results) w.Bytes(r.data(), r.size());
+    }
+    return SendFrame(connection, kFrameReply, w.data());
+  };
+  auto member = std::make_shared<nrt_model>();
+  uint32_t kind = 0;
+  std::string frame;
+  bool joined = false;
+  if (ReceiveFrame(connection, &kind, &frame, -1) && kind == kFrameJoin) {
+    FrameReader reader(frame);
+    uint32_t rank = 0, world = 0;
+    const char* neff = nullptr;
+    size_t size = 0;
+    std::string error;
+    NRT_STATUS status = NRT_INVALID;
+    if (!reader.U32(&rank) || !reader.U32(&world) || !reader.Bytes(&neff, &size)) {
+      error = "a malformed join";
+    } else if (ReadNeff(neff, size, &member->neff, &error) != NeffProblem::kNone) {
+      error = "invalid NEFF: " + error;
+    } else if (world == 0 || rank >= world) {
+      error = "rank " + std::to_string(rank) + " of world " + std::to_string(world);
+    } else {
+      std::lock_guard<std::mutex> lock(mutex_);
+      status = RequireInitialized("nrt_load_collectives");
+      if (status == NRT_SUCCESS) status = EnsureEngine(&error);
+      if (status == NRT_SUCCESS) {
+        member->id = next_id_++;
+        member->rank = rank;
+        member->vnc = 0x80000000u + rank;  // no core here: never taken by a local rank
+        status = JoinGroup("nrt_load_collectives", member.get(), world);
+        if (status != NRT_SUCCESS) error = "its program does not compile here";
+      }
+      if (status == NRT_SUCCESS && member->group->compiled->output_count() != member->neff.output_count) {
+        LeaveGroup(*member);
+        status = NRT_INVALID;
+        error = "the NEFF lists " + std::to_string(member->neff.output_count) + " outputs, its program has " +
+                std::to_string(member->group->compiled->output_count());
+      }
+      if (status != NRT_SUCCESS && error.empty()) error = "the root's runtime is not initialised";
+    }
+    joined = status == NRT_SUCCESS;
+    if (!joined && status == NRT_SUCCESS) status = NRT_INVALID;
+    reply(joined ? NRT_SUCCESS : status, error, nullptr);
+  }
+  while (joined && ReceiveFrame(connection, &kind, &frame, -1) && kind == kFrameExecute) {
+    const std::vector<const NeffTensor*> inputs = member->neff.Inputs();
+    const std::vector<const NeffTensor*> outputs = member->neff.Outputs();
+    FrameReader reader(frame);
+    Submission mine;
+    std::vector<std::string> results(outputs.size());
+    bool well_formed = true;
+    for (const NeffTensor* t : inputs) {
+      const char* data = nullptr;
+      size_t size = 0;
+      well_formed &= reader.Bytes(&data, &size) && (size == t->byte_size || size == 0);
+      mine.arguments.push_back({size ? data : nullptr, FindElementType(t->xla_element_type)->pjrt_type,
+                                std::vector<int64_t>(t->shape.begin(), t->shape.end())});
+    }
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      results[k].resize(outputs[k]->byte_size);
+      mine.results.push_back({results[k].empty() ? nullptr : results[k].data(), results[k].size(),
+                              outputs[k]->shape.size()});
+    }
+    if (!well_formed) {
+      reply(NRT_EXEC_BAD_INPUT, "a malformed execution request", nullptr);
+      break;
+    }
+    std::shared_ptr<XlaCpuEngine> engine;
+    double timeout_seconds = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      engine = engine_;
+      timeout_seconds = settings_.exec_timeout_seconds;
+    }
+    NRT_STATUS status = engine ? JoinRound(*member->group, member->rank, &mine, *engine, timeout_seconds)
+                               : NRT_CLOSED;
+    if (status != NRT_SUCCESS) {
+      if (!reply(status, engine ? mine.error : "the root's runtime is closed", nullptr)) break;
+    } else if (!reply(NRT_SUCCESS, "", &results)) {
+      break;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    LeaveGroup(*member);
+  }
+  {
+    std::lock_guard<std::mutex> lock(communicator_mutex_);
+    served_connections_.erase(std::remove(served_connections_.begin(), served_connections_.end(), connection),
+                              served_connections_.end());
+  }
+  close(connection);
 }
 
 }  // namespace standin

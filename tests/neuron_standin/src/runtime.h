@@ -50,7 +50,8 @@ struct nrt_model {
   size_t hbm_bytes = 0;
   standin::Neff neff;
   std::shared_ptr<standin::XlaProgram> program;  // single-core models
-  std::shared_ptr<standin::CollectiveGroup> group;  // collective models
+  std::shared_ptr<standin::CollectiveGroup> group;  // collective models whose group is here
+  int root_connection = -1;  // collective models whose group is at another process's root
   uint32_t rank = 0;
 };
 
@@ -131,6 +132,18 @@ class Runtime {
   NRT_STATUS JoinGroup(const char* function, nrt_model* model, uint32_t world);
   NRT_STATUS RunCollective(const nrt_model& model, Binding* binding);
   void LeaveGroup(const nrt_model& model);
+  // Every rank's submission of one round meets; the last to arrive runs them all.
+  static NRT_STATUS JoinRound(CollectiveGroup& group, uint32_t rank, Submission* mine,
+                              XlaCpuEngine& engine, double timeout_seconds);
+
+  // Cross-process collectives (communicator.h).
+  NRT_STATUS RouteRank(const char* function, const std::string& root, uint32_t rank,
+                       double timeout_seconds, int* root_connection);
+  NRT_STATUS JoinAtRoot(const char* function, nrt_model* model, uint32_t world,
+                        const void* neff_bytes, size_t size);
+  NRT_STATUS RunAtRoot(const nrt_model& model, Binding* binding);
+  void AcceptRanks(int listener);
+  void ServeRank(int connection);
   void EndExecution();
 
   mutable std::mutex mutex_;
@@ -148,6 +161,10 @@ class Runtime {
   uint64_t next_id_ = 1;
   int executions_in_flight_ = 0;
   FaultPlan faults_;
+
+  std::mutex communicator_mutex_;  // guards what follows
+  int listener_ = -1;  // this process is the communicator's root while >= 0
+  std::vector<int> served_connections_;
 };
 
 }  // namespace standin
