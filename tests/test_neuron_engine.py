@@ -311,11 +311,6 @@ def test_neuron_where_it_cannot_work_is_failed_precondition(neuron, setting, val
     assert error.code == P.ErrorCode.FAILED_PRECONDITION and named in error.message, error
 
 
-def test_multi_process_jobs_are_unimplemented(neuron):
-    error = pjrt_error(lambda: neuron(NEURON_PJRT_WORLD_SIZE=2, NEURON_PJRT_PROCESS_INDEX=0))
-    assert error.code == P.ErrorCode.UNIMPLEMENTED and "multi-process" in error.message, error
-
-
 def test_unknown_engine_choice_is_refused(neuron):
     error = pjrt_error(lambda: neuron(PJRT_NEURON_ENGINE="gpu"))
     assert error.code == P.ErrorCode.INVALID_ARGUMENT and "PJRT_NEURON_ENGINE='gpu'" in error.message

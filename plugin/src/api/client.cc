@@ -8,10 +8,67 @@ namespace {
 
 StatusOr<core::Client*> UnwrapClient(PJRT_Client* client) { return Unwrap<core::Client>(client, "client"); }
 
+// The caller's errors are made by us (PJRT_CallbackError), so they are ours to read and free.
+PJRT_Error* CallbackError(PJRT_Error_Code code, const char* message, size_t message_size) {
+  return new PJRT_Error{Status(static_cast<ErrorCode>(code), std::string(message, message_size))};
+}
+
+Status TakeCallbackError(PJRT_Error* error, const std::string& what) {
+  if (error == nullptr) return Status::Ok();
+  Status status(error->status.code(), what + ": " + error->status.message());
+  delete error;
+  return status;
+}
+
+// The key-value store of PJRT_Client_Create's callbacks (JAX's distributed service).
+class CallbackKeyValueStore : public engine::KeyValueStore {
+ public:
+  CallbackKeyValueStore(PJRT_KeyValueGetCallback get, void* get_arg, PJRT_KeyValuePutCallback put, void* put_arg)
+      : get_(get), get_arg_(get_arg), put_(put), put_arg_(put_arg) {}
+
+  StatusOr<std::string> Get(const std::string& key, int timeout_ms) override {
+    PJRT_CallbackError make_error = CallbackError;
+    PJRT_KeyValueGetCallback_Args args{};
+    args.struct_size = PJRT_KeyValueGetCallback_Args_STRUCT_SIZE;
+    args.key = key.data();
+    args.key_size = key.size();
+    args.timeout_in_ms = timeout_ms;
+    args.callback_error = &make_error;
+    args.user_arg = get_arg_;
+    PN_RETURN_IF_ERROR(TakeCallbackError(get_(&args), "the key-value store's get of '" + key + "'"));
+    std::string value(args.value != nullptr ? args.value : "", args.value != nullptr ? args.value_size : 0);
+    if (args.value != nullptr && args.value_deleter_callback != nullptr) args.value_deleter_callback(args.value);
+    return value;
+  }
+
+  Status Put(const std::string& key, const std::string& value) override {
+    PJRT_CallbackError make_error = CallbackError;
+    PJRT_KeyValuePutCallback_Args args{};
+    args.struct_size = PJRT_KeyValuePutCallback_Args_STRUCT_SIZE;
+    args.key = key.data();
+    args.key_size = key.size();
+    args.value = value.data();
+    args.value_size = value.size();
+    args.callback_error = &make_error;
+    args.user_arg = put_arg_;
+    return TakeCallbackError(put_(&args), "the key-value store's put of '" + key + "'");
+  }
+
+ private:
+  PJRT_KeyValueGetCallback get_;
+  void* get_arg_;
+  PJRT_KeyValuePutCallback put_;
+  void* put_arg_;
+};
+
 PN_ENTRY(Client_Create) {
   PN_REQUIRE_ARGS(args, PJRT_Client_Create_Args, client);
   PN_ASSIGN_OR_RETURN(engine::Attributes options, ReadNamedValues(args->create_options, args->num_options));
   PN_ASSIGN_OR_RETURN(core::ClientOptions resolved, core::ResolveClientOptions(options));
+  if (args->kv_get_callback != nullptr && args->kv_put_callback != nullptr) {
+    resolved.kv_store = std::make_shared<CallbackKeyValueStore>(args->kv_get_callback, args->kv_get_user_arg,
+                                                                args->kv_put_callback, args->kv_put_user_arg);
+  }
   PN_ASSIGN_OR_RETURN(std::unique_ptr<core::Client> client, core::Client::Create(resolved));
   args->client = Wrap<PJRT_Client>(client.release());
   return Status::Ok();

@@ -110,7 +110,15 @@ Status Client::CreateEngine(const ClientOptions& options, const InstanceShape& s
   job.process_index = options.process_index;
   job.world_size = options.world_size;
   job.cores = lease_->cores();
+  for (int p = 0; p < options.world_size; ++p) {
+    ClientOptions other = options;
+    other.process_index = p;
+    auto cores = p == options.process_index ? StatusOr<std::vector<int>>(job.cores)
+                                            : DefaultCoresOfProcess(other, shape.total_cores());
+    job.process_cores.push_back(cores.ok() ? cores.value() : std::vector<int>());
+  }
   job.peer_timeout_seconds = options.peer_timeout_seconds;
+  job.kv_store = options.kv_store;
   request.job = job;
   std::vector<engine::JobMember> world;
   PN_ASSIGN_OR_RETURN(engine_, engine::CreateEngine(request, &world));

@@ -2,6 +2,7 @@
 // variables, checked once.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +24,7 @@ struct ClientOptions {
   int world_size = 1;
   std::vector<int> processes_num_cores;  // NEURON_PJRT_PROCESSES_NUM_DEVICES; empty: not given
   double peer_timeout_seconds = 300;     // PJRT_NEURON_COLLECTIVE_TIMEOUT
+  std::shared_ptr<engine::KeyValueStore> kv_store;  // PJRT_Client_Create's callbacks, if given
 };
 
 // Parses PJRT create options and the environment; errors name the option and value.

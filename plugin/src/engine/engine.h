@@ -192,8 +192,21 @@ struct JobMember {
   std::vector<int> cores;  // the instance's core indices
 };
 
+// A key-value store that the processes of a job share (JAX's distributed service hands one to
+// PJRT_Client_Create), for agreeing on values such as the collectives' root address.
+class KeyValueStore {
+ public:
+  virtual ~KeyValueStore() = default;
+  virtual StatusOr<std::string> Get(const std::string& key, int timeout_ms) = 0;
+  virtual Status Put(const std::string& key, const std::string& value) = 0;
+};
+
 struct EngineOptions {
   int num_cores = 2;
+  // The engine's number for its first core (the rest follow): in a multi-process job on the
+  // Neuron runtime, this process's cores keep their numbers in the job.
+  int first_core = 0;
+  std::vector<int> job_cores;  // every core of the job, when this engine is one process's part
   std::string library_path;  // the engine's shared library; empty: the engine finds it
   Attributes passthrough;    // options the engine knows itself
   bool compile_in_process = false;  // the compile helper's own engine (PJRT_NEURON_COMPILE_ISOLATION)

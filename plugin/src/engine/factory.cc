@@ -3,7 +3,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 
 #include "common/version.h"
 #include "engine/cpu_partitioner.h"
@@ -32,6 +34,75 @@ StatusOr<std::unique_ptr<Engine>> ConnectDaemon(const EngineRequest& request, st
   return remote::ConnectInstanceEngine(connect, members != nullptr ? members : &ignored);
 }
 
+constexpr char kRootCommIdKey[] = "pjrt_neuron/neuron_rt_root_comm_id";
+constexpr int kTorchXlaRootPort = 62182;  // torch-xla's Neuron set-up uses MASTER_ADDR with it
+
+// NEURON_RT_ROOT_COMM_ID for a multi-process job, the same in every process: the launcher's
+// (torch-xla sets it from MASTER_ADDR), else chosen by process 0 and shared through the
+// framework's key-value store (jax.distributed), else MASTER_ADDR's host.
+Status AgreeOnRootCommId(const JobPlacement& job) {
+  const char* set = std::getenv("NEURON_RT_ROOT_COMM_ID");
+  if (set != nullptr && *set != '\0') return Status::Ok();
+  std::string root;
+  if (job.kv_store != nullptr) {
+    if (job.process_index == 0) {
+      char host[256] = {0};
+      if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') std::strcpy(host, "127.0.0.1");
+      PN_ASSIGN_OR_RETURN(int port, FreeTcpPort());
+      root = std::string(host) + ":" + std::to_string(port);
+      PN_RETURN_IF_ERROR(job.kv_store->Put(kRootCommIdKey, root));
+    } else {
+      const int timeout_ms = static_cast<int>(std::min(job.peer_timeout_seconds, 2e6) * 1000);
+      PN_ASSIGN_OR_RETURN(root, job.kv_store->Get(kRootCommIdKey, timeout_ms));
+    }
+  } else if (const char* master = std::getenv("MASTER_ADDR"); master != nullptr && *master != '\0') {
+    root = std::string(master) + ":" + std::to_string(kTorchXlaRootPort);
+  } else {
+    return FailedPrecondition(
+        "a multi-process job on the Neuron runtime needs NEURON_RT_ROOT_COMM_ID=host:port (rank 0's host, "
+        "the same in every process); torch-xla sets it from MASTER_ADDR, and jax.distributed lets the "
+        "plugin choose it");
+  }
+  setenv("NEURON_RT_ROOT_COMM_ID", root.c_str(), 0);
+  return Status::Ok();
+}
+
+// One process's part of a job on the Neuron runtime: its own cores (NEURON_RT_VISIBLE_CORES,
+// set here when the launcher did not), numbered as in the job, and the job's communicator.
+StatusOr<std::unique_ptr<Engine>> CreateNeuronJobEngine(const EngineRequest& request, std::vector<JobMember>* members) {
+  const JobPlacement& job = *request.job;
+  if (job.cores.empty()) return InvalidArgument("process " + std::to_string(job.process_index) + " holds no NeuronCore");
+  for (size_t i = 1; i < job.cores.size(); ++i) {
+    if (job.cores[i] != job.cores[i - 1] + 1) {
+      return InvalidArgument("the Neuron runtime needs this process's NeuronCores contiguous; it holds " +
+                             std::to_string(job.cores.front()) + ".." + std::to_string(job.cores.back()) +
+                             " with gaps");
+    }
+  }
+  const char* visible = std::getenv("NEURON_RT_VISIBLE_CORES");
+  if (visible == nullptr || *visible == '\0') {
+    const std::string range = std::to_string(job.cores.front()) + "-" + std::to_string(job.cores.back());
+    setenv("NEURON_RT_VISIBLE_CORES", range.c_str(), 0);  // read by nrt_init
+  }
+  PN_RETURN_IF_ERROR(AgreeOnRootCommId(job));
+  EngineOptions options = request.options;
+  options.num_cores = static_cast<int>(job.cores.size());
+  options.first_core = job.cores.front();
+  for (size_t p = 0; p < job.process_cores.size(); ++p) {
+    if (job.process_cores[p].empty()) {
+      return InvalidArgument("process " + std::to_string(p) + " of " + std::to_string(job.world_size) +
+                             " would hold no NeuronCore of this instance; set NEURON_PJRT_PROCESSES_NUM_DEVICES");
+    }
+    for (int core : job.process_cores[p]) options.job_cores.push_back(core);
+    if (members != nullptr) members->push_back({static_cast<int>(p), 0, job.process_cores[p]});
+  }
+  std::sort(options.job_cores.begin(), options.job_cores.end());
+  // The partitioner's CPU engine needs a device for every core number the job's programs name.
+  EngineOptions partitioner_options = request.options;
+  partitioner_options.num_cores = options.job_cores.back() + 1;
+  return CreateNeuronEngine(options, request.compile_only, CpuEnginePartitioner(partitioner_options));
+}
+
 }  // namespace
 
 StatusOr<EngineChoice> ReadEngineChoice() {
@@ -51,13 +122,10 @@ EngineChoice ResolveEngineChoice(EngineChoice choice) {
 StatusOr<std::unique_ptr<Engine>> CreateEngine(const EngineRequest& request, std::vector<JobMember>* members) {
   PN_ASSIGN_OR_RETURN(EngineChoice asked, ReadEngineChoice());
   const EngineChoice choice = ResolveEngineChoice(asked);
-  if (choice == EngineChoice::kNeuron && request.job.has_value()) {
-    return Unimplemented(std::string(asked == EngineChoice::kAuto ? "this host has the Neuron SDK, but " : "") +
-                         "multi-process jobs on the Neuron runtime are not implemented yet; "
-                         "PJRT_NEURON_ENGINE=sim runs the job on simulated NeuronCores");
-  }
   if (choice == EngineChoice::kNeuron) {
-    auto engine = CreateNeuronEngine(request.options, request.compile_only, CpuEnginePartitioner(request.options));
+    auto engine = request.job.has_value()
+                      ? CreateNeuronJobEngine(request, members)
+                      : CreateNeuronEngine(request.options, request.compile_only, CpuEnginePartitioner(request.options));
     if (!engine.ok() && engine.status().code() == ErrorCode::kFailedPrecondition) {
       return FailedPrecondition(std::string(asked == EngineChoice::kAuto ? "the Neuron engine cannot start"
                                                                          : "PJRT_NEURON_ENGINE=neuron cannot work here") +

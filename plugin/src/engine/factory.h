@@ -12,7 +12,8 @@
 
 namespace pjrt_neuron::engine {
 
-// This process's place in a multi-process job; the daemon of `lock_directory` serves it.
+// This process's place in a multi-process job: the daemon of `lock_directory` serves it on
+// simulated cores; on the Neuron runtime each process drives its own cores.
 struct JobPlacement {
   std::string lock_directory;
   int logical_nc_config = 0;
@@ -20,7 +21,9 @@ struct JobPlacement {
   int process_index = 0;
   int world_size = 1;
   std::vector<int> cores;  // this process's
+  std::vector<std::vector<int>> process_cores;  // every process's, by process index
   double peer_timeout_seconds = 300;
+  std::shared_ptr<KeyValueStore> kv_store;  // the framework's, when it gave one
 };
 
 struct EngineRequest {

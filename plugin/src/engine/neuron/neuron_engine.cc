@@ -7,7 +7,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <optional>
 
@@ -34,18 +37,10 @@ using namespace neuron;  // NOLINT: this file is the neuron layer's front
 void ChooseRootCommId() {
   const char* set = std::getenv("NEURON_RT_ROOT_COMM_ID");
   if (set != nullptr && *set != '\0') return;
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return;
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
-    const std::string value = "127.0.0.1:" + std::to_string(ntohs(address.sin_port));
-    setenv("NEURON_RT_ROOT_COMM_ID", value.c_str(), 0);
-  }
-  close(fd);
+  auto port = FreeTcpPort();
+  if (!port.ok()) return;
+  const std::string value = "127.0.0.1:" + std::to_string(port.value());
+  setenv("NEURON_RT_ROOT_COMM_ID", value.c_str(), 0);
 }
 
 class NeuronEngine : public Engine {
@@ -56,6 +51,8 @@ class NeuronEngine : public Engine {
 
   Status Init(const EngineOptions& options, bool compile_only, SpmdPartitioner partitioner) {
     num_cores_ = options.num_cores;
+    first_core_ = options.first_core;
+    job_cores_ = options.job_cores;
     partitioner_ = std::move(partitioner);
     PN_ASSIGN_OR_RETURN(NeuronSettings settings, ReadNeuronSettings());
     compiler_.path = FindExecutable(settings.neuronx_cc);
@@ -65,8 +62,8 @@ class NeuronEngine : public Engine {
     }
     PN_ASSIGN_OR_RETURN(compiler_.version, CompilerVersion(compiler_.path));
     if (!compile_only) {
-      if (num_cores_ > 1) ChooseRootCommId();  // read by nrt_init
-      PN_ASSIGN_OR_RETURN(runtime_, Runtime::Open(settings.nrt_library));
+      if (num_cores_ > 1 && job_cores_.empty()) ChooseRootCommId();  // read by nrt_init
+      PN_ASSIGN_OR_RETURN(runtime_, Runtime::Open(settings.nrt_library, first_core_));
       if (runtime_->visible_cores() < num_cores_) {
         return FailedPrecondition("the Neuron runtime (" + settings.nrt_library + ") sees " +
                                   std::to_string(runtime_->visible_cores()) + " NeuronCore(s), the client needs " +
@@ -153,18 +150,22 @@ class NeuronEngine : public Engine {
       }
       PN_ASSIGN_OR_RETURN(program.cores, CoresOf(placement));
     }
-    for (int core : program.cores) PN_RETURN_IF_ERROR(CheckCore(core));
+    for (int core : program.cores) PN_RETURN_IF_ERROR(CheckProgramCore(core));
     return Finish(std::move(program));
   }
 
   StatusOr<std::vector<int>> DefaultDeviceAssignment(int num_replicas, int num_partitions) override {
     const int64_t needed = static_cast<int64_t>(num_replicas) * num_partitions;
-    if (num_replicas < 1 || num_partitions < 1 || needed > num_cores_) {
+    // This process's cores when they suffice, else the job's.
+    const int64_t available = needed <= num_cores_ || job_cores_.empty() ? num_cores_ : job_cores_.size();
+    if (num_replicas < 1 || num_partitions < 1 || needed > available) {
       return InvalidArgument(std::to_string(num_replicas) + " replicas x " + std::to_string(num_partitions) +
-                             " partitions do not fit on " + std::to_string(num_cores_) + " NeuronCores");
+                             " partitions do not fit on " + std::to_string(available) + " NeuronCores");
     }
     std::vector<int> assignment(static_cast<size_t>(needed));
-    for (int64_t i = 0; i < needed; ++i) assignment[i] = static_cast<int>(i);
+    for (int64_t i = 0; i < needed; ++i) {
+      assignment[i] = needed <= num_cores_ ? first_core_ + static_cast<int>(i) : job_cores_[i];
+    }
     return assignment;
   }
 
@@ -176,22 +177,38 @@ class NeuronEngine : public Engine {
   }
 
  private:
+  bool IsLocal(int core) const { return core >= first_core_ && core < first_core_ + num_cores_; }
+
   Status CheckCore(int core) const {
-    if (core < 0 || core >= num_cores_) {
-      return InvalidArgument("NeuronCore " + std::to_string(core) + " is not one of this engine's " +
-                             std::to_string(num_cores_));
+    if (!IsLocal(core)) {
+      return InvalidArgument("NeuronCore " + std::to_string(core) + " is not one of this " +
+                             (job_cores_.empty() ? "engine's " + std::to_string(num_cores_)
+                                                 : "process's " + std::to_string(first_core_) + ".." +
+                                                       std::to_string(first_core_ + num_cores_ - 1)));
     }
     return Status::Ok();
+  }
+
+  // A program may also run on the cores of the job's other processes, as ranks of its communicator.
+  Status CheckProgramCore(int core) const {
+    if (std::find(job_cores_.begin(), job_cores_.end(), core) != job_cores_.end()) return Status::Ok();
+    return CheckCore(core);
+  }
+
+  std::vector<int> LocalCores() const {
+    std::vector<int> cores;
+    for (int c = first_core_; c < first_core_ + num_cores_; ++c) cores.push_back(c);
+    return cores;
   }
 
   StatusOr<std::vector<int>> CoresOf(const Placement& placement) const {
     std::vector<int> cores = placement.cores;
     if (cores.empty()) {
       const int count = placement.num_replicas * placement.num_partitions;
-      const int first = count == 1 && placement.device_ordinal >= 0 ? placement.device_ordinal : 0;
+      const int first = count == 1 && placement.device_ordinal >= 0 ? placement.device_ordinal : first_core_;
       for (int r = 0; r < count; ++r) cores.push_back(first + r);
     }
-    for (int core : cores) PN_RETURN_IF_ERROR(CheckCore(core));
+    for (int core : cores) PN_RETURN_IF_ERROR(CheckProgramCore(core));
     for (size_t i = 0; i < cores.size(); ++i) {
       for (size_t j = 0; j < i; ++j) {
         if (cores[i] == cores[j]) {
@@ -244,11 +261,13 @@ class NeuronEngine : public Engine {
 
   StatusOr<std::unique_ptr<Executable>> Finish(NeffProgram program) {
     PN_ASSIGN_OR_RETURN(std::unique_ptr<NeuronExecutable> executable,
-                        NeuronExecutable::Create(runtime_, std::move(program)));
+                        NeuronExecutable::Create(runtime_, std::move(program), LocalCores()));
     return std::unique_ptr<Executable>(std::move(executable));
   }
 
   int num_cores_ = 0;
+  int first_core_ = 0;
+  std::vector<int> job_cores_;  // empty: not part of a multi-process job
   std::shared_ptr<Runtime> runtime_;  // null: compile only
   SpmdPartitioner partitioner_;
   CompilerConfig compiler_;
@@ -403,5 +422,23 @@ const NeuronAvailability& DefaultNeuronAvailability() {
 }
 
 void CancelNeuronCompilations() { CancelSubprocesses(); }
+
+StatusOr<int> FreeTcpPort() {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Internal(std::string("socket: ") + std::strerror(errno));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t length = sizeof address;
+  int port = -1;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
+    port = ntohs(address.sin_port);
+  }
+  const int error = errno;
+  close(fd);
+  if (port < 0) return Internal(std::string("no free TCP port: ") + std::strerror(error));
+  return port;
+}
 
 }  // namespace pjrt_neuron::engine

@@ -35,6 +35,9 @@ const NeuronAvailability& DefaultNeuronAvailability();
 // already runs the runtime); with it, hbm_bytes_per_core (or hbm_error) from a session.
 Attributes DescribeNeuronRuntime(bool with_memory);
 
+// A TCP port free on this host now (for a collectives root address).
+StatusOr<int> FreeTcpPort();
+
 // Ends every neuronx-cc (and StableHLO converter) run in progress; their compiles fail
 // with CANCELLED.
 void CancelNeuronCompilations();

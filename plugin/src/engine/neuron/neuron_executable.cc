@@ -70,12 +70,13 @@ struct NeuronExecutable::Run {
   Status status;
 };
 
-NeuronExecutable::NeuronExecutable(std::shared_ptr<Runtime> runtime, NeffProgram program)
-    : runtime_(std::move(runtime)), program_(std::move(program)) {}
+NeuronExecutable::NeuronExecutable(std::shared_ptr<Runtime> runtime, NeffProgram program, std::vector<int> local_cores)
+    : runtime_(std::move(runtime)), program_(std::move(program)), local_cores_(std::move(local_cores)) {}
 
 StatusOr<std::unique_ptr<NeuronExecutable>> NeuronExecutable::Create(std::shared_ptr<Runtime> runtime,
-                                                                     NeffProgram program) {
-  std::unique_ptr<NeuronExecutable> executable(new NeuronExecutable(std::move(runtime), std::move(program)));
+                                                                     NeffProgram program, std::vector<int> local_cores) {
+  std::unique_ptr<NeuronExecutable> executable(
+      new NeuronExecutable(std::move(runtime), std::move(program), std::move(local_cores)));
   PN_RETURN_IF_ERROR(executable->Init());
   return executable;
 }
@@ -107,6 +108,18 @@ Status NeuronExecutable::Init() {
   return Status::Ok();
 }
 
+bool NeuronExecutable::IsLocal(int core) const {
+  return std::find(local_cores_.begin(), local_cores_.end(), core) != local_cores_.end();
+}
+
+std::vector<int> NeuronExecutable::addressable_cores() {
+  std::vector<int> cores;
+  for (int core : program_.cores) {
+    if (IsLocal(core)) cores.push_back(core);
+  }
+  return cores;
+}
+
 StatusOr<std::shared_ptr<NeuronExecutable::CoreModel>> NeuronExecutable::LoadOn(int core, int rank, int world) {
   auto loaded = std::make_shared<CoreModel>();
   PN_ASSIGN_OR_RETURN(loaded->model, runtime_->Load(program_.neff, core, rank, world, "'" + program_.name + "'"));
@@ -116,16 +129,21 @@ StatusOr<std::shared_ptr<NeuronExecutable::CoreModel>> NeuronExecutable::LoadOn(
   return loaded;
 }
 
-// The ranks of one communicator, one model per core, loaded together.
+// The ranks of one communicator on this process's cores, one model per core, loaded together;
+// a rank's number is its place in the device assignment, the same in every process of a job.
 Status NeuronExecutable::LoadRanks() {
   const size_t world = program_.cores.size();
-  std::vector<StatusOr<std::shared_ptr<CoreModel>>> loaded(world, Status::Ok());
-  RunTogether(world, [&](size_t r) {
-    loaded[r] = LoadOn(program_.cores[r], static_cast<int>(r), static_cast<int>(world));
+  std::vector<size_t> ranks;
+  for (size_t r = 0; r < world; ++r) {
+    if (IsLocal(program_.cores[r])) ranks.push_back(r);
+  }
+  std::vector<StatusOr<std::shared_ptr<CoreModel>>> loaded(ranks.size(), Status::Ok());
+  RunTogether(ranks.size(), [&](size_t i) {
+    loaded[i] = LoadOn(program_.cores[ranks[i]], static_cast<int>(ranks[i]), static_cast<int>(world));
   });
   for (const auto& model : loaded) PN_RETURN_IF_ERROR(model.status());
   std::lock_guard<std::mutex> lock(mutex_);
-  for (size_t r = 0; r < world; ++r) models_[program_.cores[r]] = std::move(loaded[r].value());
+  for (size_t i = 0; i < ranks.size(); ++i) models_[program_.cores[ranks[i]]] = std::move(loaded[i].value());
   return Status::Ok();
 }
 
@@ -226,7 +244,7 @@ StatusOr<ExecuteResult> NeuronExecutable::Execute(const std::vector<std::vector<
   if (runtime_ == nullptr) {
     return FailedPrecondition("'" + program_.name + "' was compiled for a topology and is not loaded; load it first");
   }
-  const std::vector<int> cores = only_core >= 0 ? std::vector<int>{only_core} : program_.cores;
+  const std::vector<int> cores = only_core >= 0 ? std::vector<int>{only_core} : addressable_cores();
   if (args.size() != cores.size()) {
     return InvalidArgument("'" + program_.name + "' runs on " + std::to_string(cores.size()) + " NeuronCore(s), " +
                            std::to_string(args.size()) + " argument lists were given");

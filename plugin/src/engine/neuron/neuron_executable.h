@@ -20,13 +20,16 @@ class NeuronExecutable : public Executable {
  public:
   // Models are loaded on first use; with a null `runtime` (a compile-only engine) it only
   // describes and serialises.
-  static StatusOr<std::unique_ptr<NeuronExecutable>> Create(std::shared_ptr<Runtime> runtime, NeffProgram program);
+  // `local_cores`: the cores this process drives; in a multi-process job the program's other
+  // cores are ranks that the job's other processes run.
+  static StatusOr<std::unique_ptr<NeuronExecutable>> Create(std::shared_ptr<Runtime> runtime, NeffProgram program,
+                                                            std::vector<int> local_cores);
 
   std::string name() override { return program_.name; }
   int num_replicas() override { return program_.num_replicas; }
   int num_partitions() override { return program_.num_partitions; }
   const std::vector<OutputShape>& outputs() override { return outputs_; }
-  std::vector<int> addressable_cores() override { return program_.cores; }
+  std::vector<int> addressable_cores() override;
   StatusOr<std::string> Fingerprint() override;
   StatusOr<Attributes> CostAnalysis() override { return Attributes{}; }
   StatusOr<int64_t> SizeOfGeneratedCodeInBytes() override { return static_cast<int64_t>(program_.neff.size()); }
@@ -47,7 +50,8 @@ class NeuronExecutable : public Executable {
   };
   struct Run;  // one core's part of an execution
 
-  NeuronExecutable(std::shared_ptr<Runtime> runtime, NeffProgram program);
+  NeuronExecutable(std::shared_ptr<Runtime> runtime, NeffProgram program, std::vector<int> local_cores);
+  bool IsLocal(int core) const;
   Status Init();
   Status LoadRanks();
   StatusOr<std::shared_ptr<CoreModel>> LoadOn(int core, int rank, int world);
@@ -57,6 +61,7 @@ class NeuronExecutable : public Executable {
 
   std::shared_ptr<Runtime> runtime_;
   NeffProgram program_;
+  std::vector<int> local_cores_;
   std::vector<OutputShape> outputs_;
   std::vector<size_t> parameter_bytes_;
   std::vector<size_t> output_bytes_;

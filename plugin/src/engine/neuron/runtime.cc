@@ -77,7 +77,7 @@ Status TensorSet::Add(const std::string& name, const DeviceTensor& tensor, int c
   return Status::Ok();
 }
 
-StatusOr<std::shared_ptr<Runtime>> Runtime::Open(const std::string& library_path) {
+StatusOr<std::shared_ptr<Runtime>> Runtime::Open(const std::string& library_path, int first_core) {
   static std::mutex mutex;
   static std::weak_ptr<Runtime> current;
   std::lock_guard<std::mutex> lock(mutex);
@@ -88,11 +88,16 @@ StatusOr<std::shared_ptr<Runtime>> Runtime::Open(const std::string& library_path
         return FailedPrecondition("this process already runs the Neuron runtime from '" + session->library_path() +
                                   "'; cannot also use '" + library_path + "'");
       }
+      if (session->first_core_ != first_core) {
+        return FailedPrecondition("this process's Neuron runtime session numbers its cores from " +
+                                  std::to_string(session->first_core_) + ", not " + std::to_string(first_core));
+      }
       session->uses_ += 1;
       return session;
     }
   }
   std::shared_ptr<Runtime> runtime(new Runtime());
+  runtime->first_core_ = first_core;
   PN_ASSIGN_OR_RETURN(runtime->library_, NrtLibrary::Open(library_path));
   const NrtApi& api = runtime->api();
   NrtStatus s = api.init(kNrtFrameworkNone, "", "");
@@ -135,9 +140,10 @@ bool Runtime::open() const {
   return open_;
 }
 
-std::mutex& Runtime::core_lock(int vnc) const {
+std::mutex& Runtime::core_lock(int core) const {
   // Out-of-range cores share the last lock: callers check ranges, this only must not crash.
   static std::mutex fallback;
+  const int vnc = Vnc(core);
   if (vnc < 0 || static_cast<size_t>(vnc) >= core_locks_.size()) return fallback;
   return *core_locks_[vnc];
 }
@@ -155,7 +161,7 @@ StatusOr<std::shared_ptr<DeviceTensor>> Runtime::Allocate(int vnc, size_t size, 
   NrtStatus s;
   {
     std::lock_guard<std::mutex> lock(core_lock(vnc));
-    s = api().tensor_allocate(kNrtPlacementDevice, vnc, size, name.c_str(), &tensor);
+    s = api().tensor_allocate(kNrtPlacementDevice, Vnc(vnc), size, name.c_str(), &tensor);
   }
   if (s != 0 || tensor == nullptr) {
     return Error("nrt_tensor_allocate", s == 0 ? 1 : s, vnc, "for " + Bytes(size) + " of HBM (" + name + ")");
@@ -170,10 +176,10 @@ StatusOr<std::unique_ptr<LoadedModel>> Runtime::Load(const std::string& neff, in
   NrtStatus s;
   // Not under the core lock: the ranks of one communicator may wait for each other here.
   if (world > 1) {
-    s = api().load_collectives(neff.data(), neff.size(), vnc, -1, static_cast<uint32_t>(rank),
+    s = api().load_collectives(neff.data(), neff.size(), Vnc(vnc), -1, static_cast<uint32_t>(rank),
                                static_cast<uint32_t>(world), &model);
   } else {
-    s = api().load(neff.data(), neff.size(), vnc, -1, &model);
+    s = api().load(neff.data(), neff.size(), Vnc(vnc), -1, &model);
   }
   if (s != 0 || model == nullptr) {
     const std::string detail = "loading " + what + " (" + Bytes(neff.size()) + " of NEFF" +
@@ -187,7 +193,7 @@ StatusOr<CoreMemory> Runtime::MemoryStats(int vnc) const {
   if (api().get_vnc_memory_stats == nullptr) return Unimplemented("this Neuron runtime has no nrt_get_vnc_memory_stats");
   NrtVncMemoryStats stats{};
   size_t written = 0;
-  NrtStatus s = api().get_vnc_memory_stats(static_cast<uint32_t>(vnc), &stats, sizeof stats, &written);
+  NrtStatus s = api().get_vnc_memory_stats(static_cast<uint32_t>(Vnc(vnc)), &stats, sizeof stats, &written);
   if (s != 0) return Error("nrt_get_vnc_memory_stats", s, vnc, "");
   CoreMemory memory;
   memory.bytes_used = static_cast<int64_t>(stats.bytes_used);

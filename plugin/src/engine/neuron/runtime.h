@@ -85,8 +85,10 @@ struct CoreMemory {
 class Runtime : public std::enable_shared_from_this<Runtime> {
  public:
   // The process's session, opened with nrt_init when none is open; each call is one use, to be
-  // ended with EndUse(). FAILED_PRECONDITION when the library cannot be used.
-  static StatusOr<std::shared_ptr<Runtime>> Open(const std::string& library_path);
+  // ended with EndUse(). FAILED_PRECONDITION when the library cannot be used. Cores are
+  // numbered from `first_core` (the runtime's vnc 0): a process of a multi-process job keeps
+  // the job's numbers; every call below takes and reports cores in that numbering.
+  static StatusOr<std::shared_ptr<Runtime>> Open(const std::string& library_path, int first_core = 0);
   ~Runtime();
   void EndUse();
 
@@ -116,7 +118,10 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
   bool Unregister(RuntimeHandle* handle);
   void Close();
 
+  int Vnc(int core) const { return core - first_core_; }
+
   std::shared_ptr<NrtLibrary> library_;
+  int first_core_ = 0;
   int visible_cores_ = 0;
   uint32_t instance_family_ = 0;
   std::vector<std::unique_ptr<std::mutex>> core_locks_;
