@@ -5,7 +5,8 @@ daemon); programs whose ranks span processes load with nrt_load_collectives, ran
 the device assignment, and meet in the runtime's communicator at NEURON_RT_ROOT_COMM_ID (the
 stand-in's communicator crosses processes like the real one's).
 
-- torch-xla DDP under torchrun: the same losses and weights as the same job on simulated cores.
+- torch-xla DDP under torchrun: the same losses and weights as the same job on simulated cores;
+  under xmp.spawn, the same as under torchrun.
 - Two jax.distributed processes: the CPU backend's numbers (collectives and a sharded training
   step); the root address is agreed through JAX's key-value store.
 - A rank that dies: its peer's collective fails with DEADLINE_EXCEEDED from the runtime.
@@ -89,6 +90,9 @@ def _jobs(standin) -> dict:
         "ddp_neuron": Job([*ddp[:4], f"--master_port={_free_port()}", *ddp[4:]],
                           _env(standin, True, PJRT_DEVICE="NEURON",
                                NEURON_RT_ROOT_COMM_ID=f"127.0.0.1:{_free_port()}")),
+        "ddp_spawn_neuron": Job([sys.executable, str(DDP_EXAMPLE), "--epochs", EPOCHS, "--spawn"],
+                                _env(standin, True, PJRT_DEVICE="NEURON", NEURONCORE_NUM_DEVICES=2,
+                                     NEURON_RT_ROOT_COMM_ID=f"127.0.0.1:{_free_port()}")),
         "ddp_sim": Job([*ddp[:4], f"--master_port={_free_port()}", *ddp[4:]],
                        _env(standin, False, PJRT_DEVICE="NEURON")),
         "jax_neuron": Job(jax_pair, _env(standin, True, JAX_PLATFORMS="neuron")),
@@ -116,6 +120,14 @@ def test_torchrun_ddp_on_the_neuron_runtime_trains_like_simulated_cores(results)
     np.testing.assert_allclose(neuron["losses"], sim["losses"], rtol=1e-4)
     np.testing.assert_allclose(neuron["weight_sum_per_rank"], sim["weight_sum_per_rank"], rtol=1e-4)
     assert neuron["losses"][-1] < neuron["losses"][0] / 2
+
+
+@uses("ddp_neuron", "ddp_spawn_neuron")
+def test_xmp_spawn_on_the_neuron_runtime_trains_like_torchrun(results):
+    torchrun, spawn = results.json("ddp_neuron"), results.json("ddp_spawn_neuron")
+    assert spawn["world_size"] == 2 and len(set(spawn["weight_sha256_per_rank"])) == 1
+    assert spawn["losses"] == torchrun["losses"]
+    assert spawn["weight_sha256_per_rank"] == torchrun["weight_sha256_per_rank"]
 
 
 # ---------------------------------------------------------------- JAX: two jax.distributed processes
