@@ -8,6 +8,7 @@ their numbers must agree with the simulator's.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import signal
@@ -431,3 +432,57 @@ def test_torch_xla_spmd_steps_match_the_simulator(standin, tmp_path):
             np.testing.assert_allclose(got[w], want[w], rtol=0, atol=1e-6, err_msg=f"{run} {w}")
         assert got["specs"] == want["specs"], run
         assert got["losses"][-1] < got["losses"][0], run
+
+
+# ---------------------------------------------------------------- the transfer manager
+
+
+def test_transfer_manager_uploads_in_chunks_to_buffers_retrieved_first(neuron, plugin_api):
+    from test_capi_transfer_manager import ARRAYS, _bulk_upload
+
+    client = neuron()
+    got, sizes, device, _ = _bulk_upload(plugin_api, client)
+    assert sizes == [a.nbytes for a in ARRAYS] and device == client.devices()[0].ptr
+    for g, a in zip(got, ARRAYS):
+        assert g.dtype == a.dtype and g.shape == a.shape
+        np.testing.assert_array_equal(g, a)
+
+
+def test_transfer_manager_buffer_is_refused_until_its_last_part_then_runs(neuron, plugin_api):
+    from test_capi_transfer_manager import Manager
+
+    client = neuron()
+    m = Manager(plugin_api, client, [A])
+    buffer = m.retrieve(0)
+    raw = A.tobytes()
+    m.transfer(0, raw[:8], 0, False)
+    assert not buffer.ready_event().is_ready
+    executable = client.compile(programs.DOUBLE)
+    error = pjrt_error(lambda: executable.execute([buffer]))
+    assert error.code == P.ErrorCode.FAILED_PRECONDITION and "still being filled by a transfer manager" in error.message
+    m.transfer(0, raw[8:], 8, True)
+    buffer.ready_event().await_()
+    (out,) = executable.execute([buffer])
+    np.testing.assert_array_equal(out[0].to_numpy(), A + A)
+    m.destroy()
+
+
+def test_transfer_manager_errors_and_pinned_host_memory(neuron, plugin_api):
+    from test_capi_transfer_manager import Manager
+
+    client = neuron()
+    device = client.devices()[1]
+    before = device.memory_stats()["bytes_in_use"]
+    pinned = [mem for mem in device.addressable_memories if mem.kind == "pinned_host"][0]
+    m = Manager(plugin_api, client, [A, A], memory=pinned)
+    assert device.memory_stats()["bytes_in_use"] == before  # host memory: no HBM
+    failed, good = m.retrieve(0), m.retrieve(1)
+    message = b"upload source went away"
+    m.call("SetBufferError", buffer_index=0, error_code=P.ErrorCode.DATA_LOSS,
+           error_message=ctypes.c_char_p(message), error_message_size=len(message))
+    m.upload(1, A)
+    error = pjrt_error(failed.to_numpy)
+    assert error.code == P.ErrorCode.DATA_LOSS and "upload source went away" in error.message
+    assert good.memory.kind == "pinned_host" and good.device.id == 1
+    np.testing.assert_array_equal(good.to_numpy(), A)
+    m.destroy()

@@ -8,7 +8,8 @@ stand-in's communicator crosses processes like the real one's).
 - torch-xla DDP under torchrun: the same losses and weights as the same job on simulated cores;
   under xmp.spawn, the same as under torchrun.
 - Two jax.distributed processes: the CPU backend's numbers (collectives and a sharded training
-  step); the root address is agreed through JAX's key-value store.
+  step); the root address is agreed through JAX's key-value store. Three processes on two
+  simulated hosts (each its own stand-in cores): devices in process order, the same numbers.
 - A rank that dies: its peer's collective fails with DEADLINE_EXCEEDED from the runtime.
 - In this process, one process's client of a two-process job: devices, ownership, errors.
 """
@@ -81,6 +82,16 @@ def _env(standin, neuron: bool, **settings) -> dict:
     return env
 
 
+def _two_hosts(standin) -> dict:
+    """Three processes on two simulated trn1.2xlarge hosts: cores 0 and 1 of one, core 0 of the other.
+    A host is a stand-in lock directory (its cores) and a plugin lock directory of its own."""
+    hosts = [(tempfile.mkdtemp(prefix="nrt-host-"), tempfile.mkdtemp(prefix="pjrt-neuron-host-")) for _ in range(2)]
+    placement = [(0, "0"), (0, "1"), (1, "0")]
+    per_process = [{"NEURON_STANDIN_LOCK_DIR": hosts[h][0], "PJRT_NEURON_LOCK_DIR": hosts[h][1],
+                    "NEURON_RT_VISIBLE_CORES": core} for h, core in placement]
+    return _env(standin, True, JAX_PLATFORMS="neuron", LAUNCH_PER_PROCESS_ENV=json.dumps(per_process))
+
+
 def _jobs(standin) -> dict:
     ddp = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", str(DDP_EXAMPLE),
            "--epochs", EPOCHS]
@@ -97,6 +108,8 @@ def _jobs(standin) -> dict:
                        _env(standin, False, PJRT_DEVICE="NEURON")),
         "jax_neuron": Job(jax_pair, _env(standin, True, JAX_PLATFORMS="neuron")),
         "jax_cpu": Job(jax_pair, _env(standin, False, JAX_PLATFORMS="cpu")),
+        "jax_two_hosts": Job([sys.executable, str(LAUNCH), "3", str(JAX_SCRIPT)], _two_hosts(standin)),
+        "jax_cpu_three": Job([sys.executable, str(LAUNCH), "3", str(JAX_SCRIPT)], _env(standin, False, JAX_PLATFORMS="cpu")),
         "jax_die": Job([*jax_pair, "--check", "psum", "--die-after-init"],
                        _env(standin, True, JAX_PLATFORMS="neuron", NEURON_RT_EXEC_TIMEOUT=5)),
     }
@@ -172,6 +185,17 @@ def test_jax_sharded_training_across_processes_on_the_neuron_runtime_equals_the_
         np.testing.assert_allclose(n["final_params"]["w"], c["final_params"]["w"], rtol=1e-5, atol=1e-6)
 
 
+@uses("jax_two_hosts", "jax_cpu_three")
+def test_a_jax_job_across_two_hosts_numbers_devices_in_process_order_and_equals_the_cpu_backend(results):
+    neuron = _pair_results(results, "jax_two_hosts")
+    cpu = _pair_results(results, "jax_cpu_three")
+    for index, (n, c) in enumerate(zip(neuron, cpu)):
+        assert n["device_ids"] == [0, 1, 2] and n["device_process_indices"] == [0, 1, 2]
+        assert n["problems"] == []
+        for check in ("psum", "all_gather", "ppermute", "global_array", "losses"):
+            assert n[check] == c[check], (index, check)
+
+
 @uses("jax_die")
 def test_a_rank_that_dies_fails_its_peers_collective_through_the_runtime(results):
     first, second = _pair(results, "jax_die")
@@ -206,8 +230,10 @@ def job_process(standin, plugin_api, monkeypatch, tmp_path):
     def make(index, **settings):
         for name in ("NEURON_RT_ROOT_COMM_ID", "NEURON_RT_VISIBLE_CORES", "MASTER_ADDR"):
             _unsetenv(name)
-        env = standin_env(standin, tmp_path / "nrt-locks", NEURON_PJRT_WORLD_SIZE=2,
-                          NEURON_PJRT_PROCESS_INDEX=index, PJRT_NEURON_LOCK_DIR=tmp_path / "locks", **settings)
+        if "NEURON_PJRT_PROCESSES_NUM_DEVICES" not in settings:
+            settings["NEURON_PJRT_WORLD_SIZE"] = 2
+        env = standin_env(standin, tmp_path / "nrt-locks", NEURON_PJRT_PROCESS_INDEX=index,
+                          PJRT_NEURON_LOCK_DIR=tmp_path / "locks", **settings)
         for key, value in env.items():
             monkeypatch.setenv(key, value)
         (tmp_path / "nrt-locks").mkdir(exist_ok=True)
@@ -243,3 +269,23 @@ def test_a_job_takes_the_root_address_from_master_addr(job_process):
     client = job_process(0, MASTER_ADDR="127.0.0.1")
     assert len(client.addressable_devices()) == 1
     assert _c_getenv("NEURON_RT_ROOT_COMM_ID") == "127.0.0.1:62182"
+
+
+def test_a_process_on_a_second_host_numbers_its_cores_after_the_first_hosts(job_process):
+    """Process 1 of a job of two trn1.2xlarge hosts, two cores each: its cores 0-1 are the job's 2-3."""
+    client = job_process(1, NEURON_PJRT_PROCESSES_NUM_DEVICES="2,2", NEURON_RT_VISIBLE_CORES="0-1",
+                         NEURON_RT_ROOT_COMM_ID=f"127.0.0.1:{_free_port()}")
+    assert [d.id for d in client.devices()] == [0, 1, 2, 3]
+    assert [d.id for d in client.addressable_devices()] == [2, 3]
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    first, second = client.addressable_devices()
+    (out,) = client.compile(programs.DOUBLE).execute([client.buffer_from_numpy(a, device=first)])
+    np.testing.assert_array_equal(out[0].to_numpy(), a + a)
+    np.testing.assert_array_equal(out[0].copy_to_device(second).to_numpy(), a + a)
+
+
+def test_a_process_holding_other_than_its_share_is_refused(job_process):
+    error = pjrt_error(lambda: job_process(0, NEURON_PJRT_PROCESSES_NUM_DEVICES="2,2", NEURON_RT_VISIBLE_CORES="0",
+                                           NEURON_RT_ROOT_COMM_ID=f"127.0.0.1:{_free_port()}"))
+    assert error.code == P.ErrorCode.INVALID_ARGUMENT, error
+    assert "NEURON_PJRT_PROCESSES_NUM_DEVICES gives process 0 2 NeuronCore(s), but it holds 1" in error.message

@@ -2,12 +2,15 @@
 
     python launch.py N SCRIPT [ARGS...]
 
-Copy i gets `--process-id i --num-processes N --coordinator 127.0.0.1:PORT` (a free port).
+Copy i gets `--process-id i --num-processes N --coordinator 127.0.0.1:PORT` (a free port), and
+the variables of entry i of LAUNCH_PER_PROCESS_ENV (a JSON list of objects) if it is set: the
+processes of a job on several (simulated) hosts.
 Prints one JSON line: per process, its exit status, its last JSON stdout line (or null), and
 the tails of its output. Exits 0 whatever the copies did: the caller judges.
 """
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -34,9 +37,11 @@ def main(argv):
     count, script, extra = int(argv[0]), argv[1], argv[2:]
     coordinator = f"127.0.0.1:{free_port()}"
     start = time.monotonic()
+    per_process = json.loads(os.environ.get("LAUNCH_PER_PROCESS_ENV", "[]")) or [{}] * count
     procs = [subprocess.Popen([sys.executable, script, "--process-id", str(i), "--num-processes", str(count),
                                "--coordinator", coordinator, *extra],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, **per_process[i]})
              for i in range(count)]
     report = []
     for p in procs:

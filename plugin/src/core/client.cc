@@ -103,6 +103,10 @@ Status Client::CreateEngine(const ClientOptions& options, const InstanceShape& s
     }
     return Status::Ok();
   }
+  auto choice = engine::ReadEngineChoice();
+  if (choice.ok() && engine::ResolveEngineChoice(choice.value()) == engine::EngineChoice::kNeuron) {
+    return CreateNeuronJobEngine(options, shape);
+  }
   engine::JobPlacement job;
   job.lock_directory = LockDirectory(shape.type->name);
   job.logical_nc_config = shape.logical_nc_config;
@@ -110,15 +114,7 @@ Status Client::CreateEngine(const ClientOptions& options, const InstanceShape& s
   job.process_index = options.process_index;
   job.world_size = options.world_size;
   job.cores = lease_->cores();
-  for (int p = 0; p < options.world_size; ++p) {
-    ClientOptions other = options;
-    other.process_index = p;
-    auto cores = p == options.process_index ? StatusOr<std::vector<int>>(job.cores)
-                                            : DefaultCoresOfProcess(other, shape.total_cores());
-    job.process_cores.push_back(cores.ok() ? cores.value() : std::vector<int>());
-  }
   job.peer_timeout_seconds = options.peer_timeout_seconds;
-  job.kv_store = options.kv_store;
   request.job = job;
   std::vector<engine::JobMember> world;
   PN_ASSIGN_OR_RETURN(engine_, engine::CreateEngine(request, &world));
@@ -138,6 +134,56 @@ Status Client::CreateEngine(const ClientOptions& options, const InstanceShape& s
   for (auto [core, owner] : core_owner) {
     topology_->descriptions()[core]->process_index = owner;
     AddDevice(shape, core, core, owner == process_index_);
+  }
+  return Status::Ok();
+}
+
+// On the Neuron runtime each process of a job drives the cores it holds on its host (its lease)
+// through a runtime session of its own. The job's devices are numbered in process order, as
+// AWS's plugin numbers them, so a job may span hosts: one instance's cores follow another's.
+Status Client::CreateNeuronJobEngine(const ClientOptions& options, const InstanceShape& shape) {
+  const int held = static_cast<int>(lease_->cores().size());
+  const int me = options.process_index;
+  std::vector<int> counts;
+  for (int p = 0; p < options.world_size; ++p) {
+    // Without NEURON_PJRT_PROCESSES_NUM_DEVICES every process holds as many cores as this one.
+    counts.push_back(options.processes_num_cores.empty() ? held : options.processes_num_cores[p]);
+  }
+  if (counts[me] != held) {
+    return InvalidArgument("NEURON_PJRT_PROCESSES_NUM_DEVICES gives process " + std::to_string(me) + " " +
+                           std::to_string(counts[me]) + " NeuronCore(s), but it holds " + std::to_string(held) +
+                           " (NEURON_RT_VISIBLE_CORES)");
+  }
+  engine::JobPlacement job;
+  job.logical_nc_config = shape.logical_nc_config;
+  job.instance_cores = shape.total_cores();
+  job.process_index = me;
+  job.world_size = options.world_size;
+  job.physical_cores = lease_->cores();
+  job.peer_timeout_seconds = options.peer_timeout_seconds;
+  job.kv_store = options.kv_store;
+  int next = 0;
+  for (int p = 0; p < options.world_size; ++p) {
+    std::vector<int> positions;
+    for (int i = 0; i < counts[p]; ++i) positions.push_back(next++);
+    if (p == me) job.cores = positions;
+    job.process_cores.push_back(std::move(positions));
+  }
+  const int instances = (next + shape.total_cores() - 1) / shape.total_cores();
+  topology_ = std::make_unique<Topology>(shape, instances);
+  topology_->owned_by_client = true;
+  engine::EngineRequest request;
+  request.options.num_cores = held;
+  request.options.library_path = options.engine_library_path;
+  request.options.passthrough = options.engine_passthrough;
+  request.job = job;
+  PN_ASSIGN_OR_RETURN(engine_, engine::CreateEngine(request, nullptr));
+  process_index_ = me;
+  for (int p = 0; p < options.world_size; ++p) {
+    for (int position : job.process_cores[p]) {
+      topology_->descriptions()[position]->process_index = p;
+      AddDevice(shape, position, position, p == me);
+    }
   }
   return Status::Ok();
 }

@@ -62,6 +62,7 @@ class Client : public Tagged<0x4e434c49> {
   Client() = default;
   StatusOr<std::unique_ptr<LoadedExecutable>> Load(std::unique_ptr<engine::Executable> executable);
   Status CreateEngine(const ClientOptions& options, const InstanceShape& shape);
+  Status CreateNeuronJobEngine(const ClientOptions& options, const InstanceShape& shape);
   void AddDevice(const InstanceShape& shape, int physical_core, int engine_core, bool addressable);
 
   std::string platform_name_ = "neuron";

@@ -1,6 +1,7 @@
 // Topologies: a description per core, and the topology's bytes.
 #include "core/topology.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "core/sizes.h"
@@ -12,13 +13,15 @@ constexpr char kTopologyMagic[] = "pjrt-neuron-topology/1";
 
 }  // namespace
 
-Topology::Topology(const InstanceShape& shape) : shape_(shape) {
+Topology::Topology(const InstanceShape& shape, int instances) : shape_(shape) {
   const InstanceType& instance = *shape.type;
-  for (int id = 0; id < shape.total_cores(); ++id) {
+  for (int id = 0; id < shape.total_cores() * std::max(instances, 1); ++id) {
+    const int host = id / shape.total_cores();
+    const int core = id % shape.total_cores();
     auto d = std::make_unique<DeviceDescription>();
     d->id = id;
-    d->chip = shape.chip_of(id);
-    d->core_on_chip = id % shape.cores_per_chip;
+    d->chip = host * instance.chips + shape.chip_of(core);
+    d->core_on_chip = core % shape.cores_per_chip;
     d->kind = instance.core_generation;
     d->to_string = "NeuronCore(id=" + std::to_string(id) + ", chip=" + std::to_string(d->chip) +
                    ", core=" + std::to_string(d->core_on_chip) + ")";
@@ -26,7 +29,7 @@ Topology::Topology(const InstanceShape& shape) : shape_(shape) {
                       " (chip " + std::to_string(d->chip) + ", core " + std::to_string(d->core_on_chip) + ", " +
                       FormatBytes(shape.hbm_bytes_per_core) + " HBM, simulated)";
     std::vector<int64_t> coords;
-    for (int c : shape.chip_coordinates(d->chip)) coords.push_back(c);
+    for (int c : shape.chip_coordinates(shape.chip_of(core))) coords.push_back(c);
     // `coords` as TPU-style clients read it: the chip's (x, y, z) position, z always 0.
     std::vector<int64_t> xyz = coords;
     xyz.resize(3, 0);
@@ -39,6 +42,7 @@ Topology::Topology(const InstanceShape& shape) : shape_(shape) {
         {"instance_type", std::string(instance.name)},
         {"logical_nc_config", int64_t{shape.logical_nc_config}},
     };
+    if (instances > 1) d->attributes.push_back({"host_index", int64_t{host}});
     descriptions_.push_back(std::move(d));
   }
   attributes_ = {

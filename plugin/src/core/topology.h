@@ -27,7 +27,9 @@ class DeviceDescription : public Tagged<0x4e444453> {
 
 class Topology : public Tagged<0x4e544f50> {
  public:
-  explicit Topology(const InstanceShape& shape);
+  // `instances` > 1: the instances of a multi-host job, each core numbered after the previous
+  // instance's (the Trainium engine's jobs; the simulator's jobs share one instance).
+  explicit Topology(const InstanceShape& shape, int instances = 1);
   const InstanceShape& shape() const { return shape_; }
   const InstanceType& instance() const { return *shape_.type; }
   const std::vector<std::unique_ptr<DeviceDescription>>& descriptions() const { return descriptions_; }

@@ -71,17 +71,19 @@ Status AgreeOnRootCommId(const JobPlacement& job) {
 // set here when the launcher did not), numbered as in the job, and the job's communicator.
 StatusOr<std::unique_ptr<Engine>> CreateNeuronJobEngine(const EngineRequest& request, std::vector<JobMember>* members) {
   const JobPlacement& job = *request.job;
-  if (job.cores.empty()) return InvalidArgument("process " + std::to_string(job.process_index) + " holds no NeuronCore");
-  for (size_t i = 1; i < job.cores.size(); ++i) {
-    if (job.cores[i] != job.cores[i - 1] + 1) {
+  const std::vector<int>& held = job.physical_cores;
+  if (job.cores.empty() || held.size() != job.cores.size()) {
+    return InvalidArgument("process " + std::to_string(job.process_index) + " holds no NeuronCore");
+  }
+  for (size_t i = 1; i < held.size(); ++i) {
+    if (held[i] != held[i - 1] + 1) {
       return InvalidArgument("the Neuron runtime needs this process's NeuronCores contiguous; it holds " +
-                             std::to_string(job.cores.front()) + ".." + std::to_string(job.cores.back()) +
-                             " with gaps");
+                             std::to_string(held.front()) + ".." + std::to_string(held.back()) + " with gaps");
     }
   }
   const char* visible = std::getenv("NEURON_RT_VISIBLE_CORES");
   if (visible == nullptr || *visible == '\0') {
-    const std::string range = std::to_string(job.cores.front()) + "-" + std::to_string(job.cores.back());
+    const std::string range = std::to_string(held.front()) + "-" + std::to_string(held.back());
     setenv("NEURON_RT_VISIBLE_CORES", range.c_str(), 0);  // read by nrt_init
   }
   PN_RETURN_IF_ERROR(AgreeOnRootCommId(job));
@@ -91,7 +93,7 @@ StatusOr<std::unique_ptr<Engine>> CreateNeuronJobEngine(const EngineRequest& req
   for (size_t p = 0; p < job.process_cores.size(); ++p) {
     if (job.process_cores[p].empty()) {
       return InvalidArgument("process " + std::to_string(p) + " of " + std::to_string(job.world_size) +
-                             " would hold no NeuronCore of this instance; set NEURON_PJRT_PROCESSES_NUM_DEVICES");
+                             " holds no NeuronCore (NEURON_PJRT_PROCESSES_NUM_DEVICES)");
     }
     for (int core : job.process_cores[p]) options.job_cores.push_back(core);
     if (members != nullptr) members->push_back({static_cast<int>(p), 0, job.process_cores[p]});

@@ -22,6 +22,9 @@ struct JobPlacement {
   int world_size = 1;
   std::vector<int> cores;  // this process's
   std::vector<std::vector<int>> process_cores;  // every process's, by process index
+  // On the Neuron runtime: `cores` are the job's numbers for this process's cores, which are
+  // these cores of its host (NEURON_RT_VISIBLE_CORES).
+  std::vector<int> physical_cores;
   double peer_timeout_seconds = 300;
   std::shared_ptr<KeyValueStore> kv_store;  // the framework's, when it gave one
 };

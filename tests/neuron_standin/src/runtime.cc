@@ -205,6 +205,7 @@ void Runtime::Close() {
   sets_.clear();
   tensors_.clear();
   engine_.reset();  // the last program went with the models
+  wide_engines_.clear();
   cores_.clear();
   locks_.reset();
   phase_ = Phase::kClosed;
@@ -284,6 +285,7 @@ NRT_STATUS Runtime::EnsureEngine(std::string* error) {
   // and other processes', as replicas.
   const size_t devices = std::max<size_t>(cores_.size(), settings_.total_vncs);
   engine_ = XlaCpuEngine::Create(settings_.xla_cpu_plugin, static_cast<int>(devices), error);
+  engine_devices_ = devices;
   return engine_ ? NRT_SUCCESS : NRT_FAILURE;
 }
 
@@ -428,7 +430,18 @@ NRT_STATUS Runtime::JoinGroup(const char* function, nrt_model* model, uint32_t w
   }
   if (!group) {
     std::string error;
-    auto compiled = engine_->Compile(model->neff.program, static_cast<int>(world), &error);
+    // A job across hosts has more ranks than this host has cores: the root runs them all.
+    std::shared_ptr<XlaCpuEngine> engine = engine_;
+    if (world > engine_devices_) {
+      auto& wide = wide_engines_[world];
+      if (!wide) wide = XlaCpuEngine::Create(settings_.xla_cpu_plugin, static_cast<int>(world), &error);
+      if (!wide) {
+        LogError(function, error);
+        return NRT_FAILURE;
+      }
+      engine = wide;
+    }
+    auto compiled = engine->Compile(model->neff.program, static_cast<int>(world), &error);
     if (!compiled) {
       LogError(function, error);
       return NRT_FAILURE;
@@ -440,6 +453,7 @@ NRT_STATUS Runtime::JoinGroup(const char* function, nrt_model* model, uint32_t w
     group->member_vncs.assign(world, 0);
     group->pending.assign(world, nullptr);
     group->compiled = std::move(compiled);
+    group->engine = engine;
     groups_.push_back(group);
   }
   group->member_ids[model->rank] = model->id;
@@ -829,11 +843,11 @@ NRT_STATUS Runtime::RunCollective(const nrt_model& model, Binding* binding) {
   Submission mine;
   mine.arguments = binding->arguments;
   mine.results = binding->results;
-  return JoinRound(*model.group, model.rank, &mine, *binding->engine, binding->timeout_seconds);
+  return JoinRound(*model.group, model.rank, &mine, binding->timeout_seconds);
 }
 
 NRT_STATUS Runtime::JoinRound(CollectiveGroup& group, uint32_t rank, Submission* mine,
-                              XlaCpuEngine& engine, double timeout_seconds) {
+                              double timeout_seconds) {
   std::unique_lock<std::mutex> lock(group.mutex);
   group.pending[rank] = mine;
   ++group.pending_count;
@@ -846,7 +860,7 @@ NRT_STATUS Runtime::JoinRound(CollectiveGroup& group, uint32_t rank, Submission*
       results.push_back(s->results);
     }
     std::string error;
-    bool ok = engine.Execute(*group.compiled, arguments, results, &error);
+    bool ok = group.engine->Execute(*group.compiled, arguments, results, &error);
     for (Submission* s : group.pending) {
       s->done = true;
       s->ok = ok;
@@ -1140,8 +1154,7 @@ void Runtime::ServeRank(int connection) {
       engine = engine_;
       timeout_seconds = settings_.exec_timeout_seconds;
     }
-    NRT_STATUS status = engine ? JoinRound(*member->group, member->rank, &mine, *engine, timeout_seconds)
-                               : NRT_CLOSED;
+    NRT_STATUS status = engine ? JoinRound(*member->group, member->rank, &mine, timeout_seconds) : NRT_CLOSED;
     if (status != NRT_SUCCESS) {
       if (!reply(status, engine ? mine.error : "the root's runtime is closed", nullptr)) break;
     } else if (!reply(NRT_SUCCESS, "", &results)) {

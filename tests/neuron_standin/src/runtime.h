@@ -65,6 +65,7 @@ struct CollectiveGroup {
   std::vector<uint64_t> member_ids;  // by rank; 0 while a rank has not loaded
   std::vector<uint32_t> member_vncs;
   std::shared_ptr<XlaProgram> compiled;
+  std::shared_ptr<XlaCpuEngine> engine;  // compiled's: a world wider than this host has its own
 
   std::mutex mutex;
   std::condition_variable changed;
@@ -134,7 +135,7 @@ class Runtime {
   void LeaveGroup(const nrt_model& model);
   // Every rank's submission of one round meets; the last to arrive runs them all.
   static NRT_STATUS JoinRound(CollectiveGroup& group, uint32_t rank, Submission* mine,
-                              XlaCpuEngine& engine, double timeout_seconds);
+                              double timeout_seconds);
 
   // Cross-process collectives (communicator.h).
   NRT_STATUS RouteRank(const char* function, const std::string& root, uint32_t rank,
@@ -158,6 +159,8 @@ class Runtime {
   std::unordered_set<const void*> tensor_infos_;
   std::vector<std::shared_ptr<CollectiveGroup>> groups_;
   std::shared_ptr<XlaCpuEngine> engine_;
+  std::map<uint32_t, std::shared_ptr<XlaCpuEngine>> wide_engines_;  // by world, for worlds past engine_'s
+  size_t engine_devices_ = 0;
   uint64_t next_id_ = 1;
   int executions_in_flight_ = 0;
   FaultPlan faults_;

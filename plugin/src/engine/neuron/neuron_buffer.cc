@@ -25,11 +25,35 @@ NeuronBuffer::NeuronBuffer(std::shared_ptr<Runtime> runtime, int core, std::stri
   for (size_t i = dims_.size(); i-- > 0;) minor_to_major_.push_back(static_cast<int64_t>(i));
 }
 
+void NeuronBuffer::FillFrom(std::shared_ptr<std::vector<char>> host, EventRef filled) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  filled_host_ = std::move(host);
+  filled_ = std::move(filled);
+}
+
+// Executions and reads are synchronous here, so a buffer still being filled is refused rather
+// than waited for (the caller may be the one that sends the rest).
+Status NeuronBuffer::CheckFilledLocked() {
+  if (filled_ == nullptr) return Status::Ok();
+  if (!filled_->IsReady()) {
+    return FailedPrecondition("the buffer on NeuronCore " + std::to_string(core_) +
+                              " is still being filled by a transfer manager (its last part has not arrived); "
+                              "wait for its ready event");
+  }
+  PN_RETURN_IF_ERROR(filled_->Await());
+  if (filled_host_ != nullptr) {
+    host_ = *filled_host_;
+    filled_host_.reset();
+  }
+  return Status::Ok();
+}
+
 Status NeuronBuffer::ReadAll(void* dst) {
   std::shared_ptr<DeviceTensor> tensor;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (deleted_) return Deleted(core_);
+    PN_RETURN_IF_ERROR(CheckFilledLocked());
     if (bytes_ == 0) return Status::Ok();
     if (tensor_ == nullptr) {
       std::memcpy(dst, host_.data(), bytes_);
@@ -63,6 +87,7 @@ StatusOr<EventRef> NeuronBuffer::CopyRawToHost(void* dst, int64_t offset, int64_
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (deleted_) return Deleted(core_);
+    PN_RETURN_IF_ERROR(CheckFilledLocked());
     if (tensor_ == nullptr) {
       std::memcpy(dst, host_.data() + offset, static_cast<size_t>(size));
       return Done();
@@ -82,7 +107,10 @@ StatusOr<std::unique_ptr<Buffer>> NeuronBuffer::CopyTo(int core, const std::stri
   return std::unique_ptr<Buffer>(std::move(copy));
 }
 
-StatusOr<EventRef> NeuronBuffer::ReadyEvent() { return Done(); }
+StatusOr<EventRef> NeuronBuffer::ReadyEvent() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return filled_ != nullptr ? filled_ : Done();
+}
 
 Status NeuronBuffer::GetMemoryLayout(PJRT_Buffer_MemoryLayout* layout) {
   std::memset(layout, 0, sizeof *layout);
@@ -133,12 +161,14 @@ StatusOr<void*> NeuronBuffer::OpaqueDeviceMemoryPointer() {
 StatusOr<std::shared_ptr<DeviceTensor>> NeuronBuffer::TensorForExecution() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (deleted_) return Deleted(core_);
+  PN_RETURN_IF_ERROR(CheckFilledLocked());
   return tensor_;
 }
 
 StatusOr<std::vector<char>> NeuronBuffer::HostBytes() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (deleted_) return Deleted(core_);
+  PN_RETURN_IF_ERROR(CheckFilledLocked());
   return host_;
 }
 

@@ -44,9 +44,13 @@ class NeuronBuffer : public Buffer {
   StatusOr<std::vector<char>> HostBytes();
   // A donated input: its tensor now belongs to an output.
   void MarkDonated();
+  // A transfer manager's buffer: its contents arrive later (into its tensor, or into `host` for
+  // pinned_host memory); it is ready, and usable, once `filled` is set.
+  void FillFrom(std::shared_ptr<std::vector<char>> host, EventRef filled);
 
  private:
   Status ReadAll(void* dst);
+  Status CheckFilledLocked();  // with mutex_ held
   std::shared_ptr<Runtime> runtime_;
   const int core_;
   const std::string memory_kind_;
@@ -57,6 +61,8 @@ class NeuronBuffer : public Buffer {
   std::mutex mutex_;  // guards what follows
   std::shared_ptr<DeviceTensor> tensor_;
   std::vector<char> host_;
+  EventRef filled_;  // set for a transfer manager's buffer
+  std::shared_ptr<std::vector<char>> filled_host_;
   bool deleted_ = false;
   int external_references_ = 0;
 };

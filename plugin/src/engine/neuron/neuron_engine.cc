@@ -24,6 +24,7 @@
 #include "engine/neuron/placement.h"
 #include "engine/neuron/runtime.h"
 #include "engine/neuron/subprocess.h"
+#include "engine/neuron/transfer_manager.h"
 #include "hlo/hlo_fields.h"
 #include "hlo/neff_names.h"
 #include "hlo/partitions_as_replicas.h"
@@ -167,6 +168,12 @@ class NeuronEngine : public Engine {
       assignment[i] = needed <= num_cores_ ? first_core_ + static_cast<int>(i) : job_cores_[i];
     }
     return assignment;
+  }
+
+  StatusOr<std::unique_ptr<TransferManager>> CreateTransferManager(int core, const std::vector<ShapeSpec>& shapes,
+                                                                    const std::string& memory_kind) override {
+    PN_RETURN_IF_ERROR(CheckCore(core));
+    return CreateNeuronTransferManager(runtime_, core, shapes, memory_kind);
   }
 
   StatusOr<CoreMemoryStats> CoreMemory(int core) override {
