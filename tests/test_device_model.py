@@ -817,6 +817,42 @@ def test_pinned_host_in_jax():
     assert dev.memory_stats()["bytes_in_use"] == start
 
 
+def test_jit_outputs_placed_in_pinned_host(monkeypatch, tmp_path):
+    """out_shardings with memory_kind="pinned_host": the CPU backend's values, the result in host
+    memory (not charged to HBM), the other output on the device; the same again from the cache.
+    The compatibility report says Trainium's support for it is unverified."""
+    import jax
+
+    report = tmp_path / "compat.jsonl"
+    monkeypatch.setenv("PJRT_NEURON_COMPAT_REPORT", str(report))
+
+    dev = jax.devices("neuron")[0]
+    cpu = jax.devices("cpu")[0]
+    pinned = jax.sharding.SingleDeviceSharding(dev, memory_kind="pinned_host")
+    hbm = jax.sharding.SingleDeviceSharding(dev, memory_kind="device")
+    x = np.arange(4 * 6, dtype=np.float32).reshape(4, 6) / 7
+
+    def step(v):
+        return jax.numpy.tanh(v) @ v.T, v * 3 + 1
+
+    want = [np.asarray(a) for a in jax.jit(step)(jax.device_put(x, cpu))]
+    for attempt in range(2):  # the second compile of the same program may come from the cache
+        gc.collect()
+        start = dev.memory_stats()["bytes_in_use"]
+        arg = jax.device_put(x, hbm)
+        offloaded, kept = jax.jit(step, out_shardings=(pinned, hbm))(arg)
+        assert offloaded.sharding.memory_kind == "pinned_host", attempt
+        assert kept.sharding.memory_kind == "device", attempt
+        assert dev.memory_stats()["bytes_in_use"] == start + x.nbytes + kept.nbytes, attempt
+        np.testing.assert_allclose(np.asarray(offloaded), want[0], rtol=1e-6)
+        np.testing.assert_array_equal(np.asarray(kept), want[1])
+        for a in (arg, offloaded, kept):
+            a.delete()
+        jax.clear_caches()
+    findings = [json.loads(line) for line in report.read_text().splitlines()]
+    assert any(f["check"] == "host-offload-outputs" and "unverified" in f["why"] for f in findings), findings
+
+
 # ==========================================================================
 # 6. pjrt-neuron ls
 # ==========================================================================

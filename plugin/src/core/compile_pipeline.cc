@@ -192,6 +192,20 @@ Status CheckTrainiumCompatibility(const engine::Program& program, engine::Execut
                                      program.format == "hlo_with_config", /*from_jax=*/false);
   }
   if (!findings.ok()) return Status::Ok();  // an unreadable module compiled anyway: nothing to say
+  int host_outputs = 0;
+  for (const engine::OutputShape& output : executable.outputs()) host_outputs += output.memory_kind == "pinned_host";
+  if (host_outputs > 0) {
+    // The annotations are gone from the engine's program by now (output_placement.h).
+    hlo::CompatFinding finding;
+    finding.check = "host-offload-outputs";
+    finding.what = "outputs placed in host memory (out_shardings with memory_kind \"pinned_host\")";
+    finding.why = "the Neuron runtime's public contract names no host memory for a NEFF's outputs; whether "
+                  "neuronx-cc and AWS's plugin place them there is not documented (unverified)";
+    finding.fix = "return them in device memory and jax.device_put them to pinned_host after the step";
+    finding.fails_on_trainium = false;
+    finding.count = host_outputs;
+    findings->push_back(finding);
+  }
   return ReportCompatFindings(settings, executable.name(), findings.value());
 }
 

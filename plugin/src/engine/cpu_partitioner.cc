@@ -9,36 +9,20 @@
 
 #include "engine/neuron/scratch_dir.h"
 #include "engine/sim/sim_engine.h"
+#include "hlo/compile_options.h"
 #include "hlo/hlo_fields.h"
 #include "hlo/wire_format.h"
 
 namespace pjrt_neuron::engine {
 namespace {
 
-constexpr uint32_t kCompileOptionsEnvOverrides = 7;  // CompileOptionsProto.env_option_overrides
-constexpr uint32_t kOverrideString = 1;              // OptionOverrideProto
-constexpr uint32_t kOverrideBool = 2;
-
-void AppendOverride(std::string* options, const std::string& flag, const std::string* text, bool flag_value) {
-  std::string value;
-  if (text != nullptr) {
-    hlo::AppendBytesField(&value, kOverrideString, *text);
-  } else {
-    hlo::AppendVarintField(&value, kOverrideBool, flag_value ? 1 : 0);
-  }
-  std::string entry;
-  hlo::AppendBytesField(&entry, 1, flag);
-  hlo::AppendBytesField(&entry, 2, value);
-  hlo::AppendBytesField(options, kCompileOptionsEnvOverrides, entry);
-}
-
 // A map field's entries parse in order and the last of a key wins, so appended ones override.
 std::string WithPartitionDump(std::string options, const std::string& directory) {
   const std::string pass = ".*spmd.*";
-  AppendOverride(&options, "xla_dump_to", &directory, false);
-  AppendOverride(&options, "xla_dump_hlo_pass_re", &pass, false);
-  AppendOverride(&options, "xla_dump_hlo_as_proto", nullptr, true);
-  AppendOverride(&options, "xla_dump_hlo_as_text", nullptr, false);
+  hlo::AppendOptionOverride(&options, "xla_dump_to", &directory, false);
+  hlo::AppendOptionOverride(&options, "xla_dump_hlo_pass_re", &pass, false);
+  hlo::AppendOptionOverride(&options, "xla_dump_hlo_as_proto", nullptr, true);
+  hlo::AppendOptionOverride(&options, "xla_dump_hlo_as_text", nullptr, false);
   return options;
 }
 

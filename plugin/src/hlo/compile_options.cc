@@ -163,4 +163,21 @@ StatusOr<std::string> NormalizeCompileOptions(const std::string& serialized_opti
   return out;
 }
 
+constexpr uint32_t kCompileOptionsEnvOverrides = 7;  // CompileOptionsProto.env_option_overrides
+constexpr uint32_t kOverrideString = 1;              // OptionOverrideProto
+constexpr uint32_t kOverrideBool = 2;
+
+void AppendOptionOverride(std::string* options, const std::string& flag, const std::string* text, bool flag_value) {
+  std::string value;
+  if (text != nullptr) {
+    AppendBytesField(&value, kOverrideString, *text);
+  } else {
+    AppendVarintField(&value, kOverrideBool, flag_value ? 1 : 0);
+  }
+  std::string entry;
+  AppendBytesField(&entry, 1, flag);
+  AppendBytesField(&entry, 2, value);
+  AppendBytesField(options, kCompileOptionsEnvOverrides, entry);
+}
+
 }  // namespace pjrt_neuron::hlo

@@ -30,6 +30,11 @@ StatusOr<std::string> NormalizeCompileOptions(const std::string& serialized_opti
                                               ReplicaLayout* layout,
                                               const std::vector<int64_t>* default_engine_cores = nullptr);
 
+// Appends an env_option_overrides entry (a DebugOptions flag: a string `text`, or `flag_value`
+// when `text` is null) to a serialized CompileOptionsProto; map entries parse in order, so the
+// last entry of a flag wins.
+void AppendOptionOverride(std::string* options, const std::string& flag, const std::string* text, bool flag_value);
+
 // Rewrites the ids in a serialized xla.DeviceAssignmentProto.
 StatusOr<std::string> MapDeviceAssignment(const std::string& serialized_assignment, const DeviceIdMap& map);
 

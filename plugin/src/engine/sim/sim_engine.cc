@@ -1,6 +1,7 @@
 // Simulated NeuronCores: the XLA CPU PJRT plugin (xla-cpu-pjrt wheel) does the arithmetic,
 // one CPU device per NeuronCore. It is loaded with dlopen and called at its own PJRT
 // version, with full-size argument structs, whatever version our caller speaks.
+#include <dirent.h>
 #include <dlfcn.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -8,7 +9,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -19,9 +23,76 @@
 #include "common/tool_process.h"
 #include "engine/sim/compile_helper.h"
 #include "engine/sim/sim_engine.h"
+#include "hlo/compile_options.h"
+#include "hlo/hlo_fields.h"
+#include "hlo/output_placement.h"
 
 namespace pjrt_neuron::engine {
 namespace {
+
+// An executable whose outputs go to host memory (output_placement.h) says which in a trailer
+// after the engine's serialized bytes, so cached and deserialized copies keep it.
+constexpr char kHostOutputsMagic[] = "pjrt-neuron-host-outputs/1";
+
+std::string WithHostOutputs(std::string bytes, const std::vector<std::string>& kinds) {
+  std::string list;
+  for (const std::string& kind : kinds) list += (list.empty() ? "" : ",") + (kind.empty() ? "-" : kind);
+  const uint32_t size = static_cast<uint32_t>(list.size());
+  bytes += list;
+  bytes.append(reinterpret_cast<const char*>(&size), sizeof size);
+  bytes += kHostOutputsMagic;
+  return bytes;
+}
+
+// The engine's bytes of `bytes`, and the output memory kinds of its trailer if it has one.
+std::string SplitHostOutputs(const std::string& bytes, std::vector<std::string>* kinds) {
+  const size_t magic = sizeof kHostOutputsMagic - 1;
+  uint32_t size = 0;
+  if (bytes.size() < magic + sizeof size || bytes.compare(bytes.size() - magic, magic, kHostOutputsMagic) != 0) {
+    return bytes;
+  }
+  std::memcpy(&size, bytes.data() + bytes.size() - magic - sizeof size, sizeof size);
+  if (size > bytes.size() - magic - sizeof size) return bytes;
+  const size_t list_at = bytes.size() - magic - sizeof size - size;
+  std::stringstream list(bytes.substr(list_at, size));
+  for (std::string kind; std::getline(list, kind, ',');) kinds->push_back(kind == "-" ? "" : kind);
+  return bytes.substr(0, list_at);
+}
+
+void RemoveTree(const std::string& directory) {
+  if (DIR* dir = opendir(directory.c_str())) {
+    while (dirent* entry = readdir(dir)) {
+      const std::string name = entry->d_name;
+      if (name == "." || name == "..") continue;
+      const std::string path = directory + "/" + name;
+      if (unlink(path.c_str()) != 0) RemoveTree(path);
+    }
+    closedir(dir);
+  }
+  rmdir(directory.c_str());
+}
+
+// The module XLA's dump holds as it was before any pass (an HloProto; the module is field 1).
+StatusOr<std::string> ModuleBeforeOptimizations(const std::string& directory) {
+  std::string found;
+  if (DIR* dir = opendir(directory.c_str())) {
+    while (dirent* entry = readdir(dir)) {
+      const std::string name = entry->d_name;
+      const std::string suffix = ".before_optimizations.hlo.pb";
+      if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+        found = directory + "/" + name;
+      }
+    }
+    closedir(dir);
+  }
+  if (found.empty()) return Internal("the engine wrote no module before optimizations in " + directory);
+  std::ifstream in(found, std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  std::string module = hlo::HloModuleBytes(bytes.str(), true);
+  if (module.empty()) return Internal(found + " holds no HloModuleProto");
+  return module;
+}
 
 // The engine copies to the host on its worker threads, where page faults on untouched
 // destination memory (a fresh numpy array, say) made 32 MiB copies 20 times slower than into
@@ -437,7 +508,9 @@ class SimExecutable : public Executable {
   std::string name() override { return name_; }
   int num_replicas() override { return num_replicas_; }
   int num_partitions() override { return num_partitions_; }
-  const std::vector<OutputShape>& outputs() override { return outputs_->shapes; }
+  const std::vector<OutputShape>& outputs() override {
+    return placed_outputs_.empty() ? outputs_->shapes : placed_outputs_;
+  }
   std::vector<int> addressable_cores() override { return addressable_cores_; }
   Native<PJRT_Executable> NativeExecutable() override { return {api_, executable_}; }
 
@@ -492,7 +565,24 @@ class SimExecutable : public Executable {
   // loaded executable hands back the bytes it was loaded from.
   void set_serialized(std::string bytes) { serialized_ = std::move(bytes); }
 
+  // Outputs of `kinds` "pinned_host" are moved to host memory after each execution.
+  void PlaceOutputs(const std::vector<std::string>& kinds) {
+    placed_outputs_ = outputs_->shapes;
+    host_outputs_.assign(placed_outputs_.size(), false);
+    for (size_t i = 0; i < placed_outputs_.size() && i < kinds.size(); ++i) {
+      if (kinds[i] != "pinned_host") continue;
+      host_outputs_[i] = true;
+      placed_outputs_[i].memory_kind = "pinned_host";
+    }
+    output_kinds_ = kinds;
+  }
+
   StatusOr<std::string> Serialize() override {
+    PN_ASSIGN_OR_RETURN(std::string bytes, EngineBytes());
+    return output_kinds_.empty() ? bytes : WithHostOutputs(std::move(bytes), output_kinds_);
+  }
+
+  StatusOr<std::string> EngineBytes() {
     if (serialized_.has_value()) return *serialized_;
     INNER_ARGS(PJRT_Executable_Serialize_Args, args);
     args.executable = executable_;
@@ -554,6 +644,9 @@ class SimExecutable : public Executable {
   std::shared_ptr<OutputTable> outputs_ = std::make_shared<OutputTable>(std::vector<OutputShape>{});
   std::vector<int> addressable_cores_;
   std::optional<std::string> serialized_;
+  std::vector<std::string> output_kinds_;  // set when outputs go to host memory
+  std::vector<bool> host_outputs_;
+  std::vector<OutputShape> placed_outputs_;  // what outputs() reports then
   std::mutex memory_stats_mutex_;
   bool memory_stats_computed_ = false;
   StatusOr<CompiledMemoryStats> memory_stats_ = Status::Ok();
@@ -721,16 +814,79 @@ class SimEngine : public Engine {
     args.program = &inner_program;
     args.compile_options = options.data();
     args.compile_options_size = options.size();
-    PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Client_Compile(&args)));
+    Status compiled = TakeError(api_, api_->PJRT_Client_Compile(&args));
+    if (!compiled.ok() && compiled.message().find(hlo::kAnnotateDevicePlacement) != std::string::npos &&
+        program.format != "hlo") {
+      return CompileWithOutputPlacements(program, options, compiled);
+    }
+    PN_RETURN_IF_ERROR(compiled);
     return Finish(args.executable);
+  }
+
+  // The engine cannot place outputs in host memory (out_shardings with memory kind
+  // pinned_host): it is asked for the program as it read it (a dump taken before its passes),
+  // the placements come out (output_placement.h), it compiles the rest, and the executable
+  // moves those outputs to host memory.
+  StatusOr<std::unique_ptr<Executable>> CompileWithOutputPlacements(const Program& program, const std::string& options,
+                                                                    const Status& refused) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string directory = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/pjrt-neuron-placement-XXXXXX";
+    if (mkdtemp(directory.data()) == nullptr) return refused;
+    std::string dumping = options;
+    const std::string no_pass = "NO_PASS_MATCHES";
+    hlo::AppendOptionOverride(&dumping, "xla_dump_to", &directory, false);
+    hlo::AppendOptionOverride(&dumping, "xla_dump_hlo_pass_re", &no_pass, false);
+    hlo::AppendOptionOverride(&dumping, "xla_dump_hlo_as_proto", nullptr, true);
+    hlo::AppendOptionOverride(&dumping, "xla_dump_hlo_as_text", nullptr, false);
+    PJRT_Program inner_program;
+    std::memset(&inner_program, 0, sizeof(inner_program));
+    inner_program.struct_size = PJRT_Program_STRUCT_SIZE;
+    inner_program.code = const_cast<char*>(program.code);
+    inner_program.code_size = program.code_size;
+    inner_program.format = program.format.c_str();
+    inner_program.format_size = program.format.size();
+    INNER_ARGS(PJRT_Client_Compile_Args, dump_args);
+    dump_args.client = client_;
+    dump_args.program = &inner_program;
+    dump_args.compile_options = dumping.data();
+    dump_args.compile_options_size = dumping.size();
+    Status dumped = TakeError(api_, api_->PJRT_Client_Compile(&dump_args));
+    if (dumped.ok()) DestroyLoaded(dump_args.executable);
+    auto module = ModuleBeforeOptimizations(directory);
+    RemoveTree(directory);
+    if (!module.ok()) return refused;
+    PN_ASSIGN_OR_RETURN(hlo::PlacedOutputs placed, hlo::StripOutputPlacements(module.value()));
+    Program stripped{"hlo", placed.module.data(), placed.module.size()};
+    inner_program.code = const_cast<char*>(stripped.code);
+    inner_program.code_size = stripped.code_size;
+    inner_program.format = stripped.format.c_str();
+    inner_program.format_size = stripped.format.size();
+    INNER_ARGS(PJRT_Client_Compile_Args, args);
+    args.client = client_;
+    args.program = &inner_program;
+    args.compile_options = options.data();
+    args.compile_options_size = options.size();
+    PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Client_Compile(&args)));
+    auto executable = std::make_unique<SimExecutable>(this, args.executable);
+    PN_RETURN_IF_ERROR(executable->Init());
+    executable->PlaceOutputs(placed.output_memory_kinds);
+    return std::unique_ptr<Executable>(std::move(executable));
+  }
+
+  void DestroyLoaded(PJRT_LoadedExecutable* loaded) {
+    INNER_ARGS(PJRT_LoadedExecutable_Destroy_Args, args);
+    args.executable = loaded;
+    TakeError(api_, api_->PJRT_LoadedExecutable_Destroy(&args));
   }
 
   StatusOr<std::unique_ptr<Executable>> Deserialize(const std::string& bytes,
                                                     const std::string* overridden_options) override {
+    std::vector<std::string> output_kinds;
+    const std::string engine_bytes = SplitHostOutputs(bytes, &output_kinds);
     INNER_ARGS(PJRT_Executable_DeserializeAndLoad_Args, args);
     args.client = client_;
-    args.serialized_executable = bytes.data();
-    args.serialized_executable_size = bytes.size();
+    args.serialized_executable = engine_bytes.data();
+    args.serialized_executable_size = engine_bytes.size();
     if (overridden_options != nullptr) {
       args.overridden_serialized_compile_options = overridden_options->data();
       args.overridden_serialized_compile_options_size = overridden_options->size();
@@ -738,7 +894,8 @@ class SimEngine : public Engine {
     PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Executable_DeserializeAndLoad(&args)));
     auto executable = std::make_unique<SimExecutable>(this, args.loaded_executable);
     PN_RETURN_IF_ERROR(executable->Init());
-    executable->set_serialized(bytes);
+    executable->set_serialized(engine_bytes);
+    if (!output_kinds.empty()) executable->PlaceOutputs(output_kinds);
     return std::unique_ptr<Executable>(std::move(executable));
   }
 
@@ -1061,6 +1218,9 @@ StatusOr<ExecuteResult> SimExecutable::Execute(const std::vector<std::vector<Buf
     for (size_t o = 0; o < num_outputs; ++o) {
       PJRT_Buffer* out = output_lists[d][o];
       result.outputs[d].push_back(core >= 0 ? engine_->WrapOutput(out, outputs_, o, core) : engine_->Wrap(out));
+      if (o < host_outputs_.size() && host_outputs_[o] && core >= 0) {
+        PN_ASSIGN_OR_RETURN(result.outputs[d][o], result.outputs[d][o]->CopyTo(core, "pinned_host"));
+      }
     }
     result.completions.push_back(WrapEvent(api_, events[d]));
   }
