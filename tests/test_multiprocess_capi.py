@@ -7,6 +7,7 @@ client's destruction is its process leaving. Frameworks on top are in test_multi
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import threading
@@ -394,21 +395,47 @@ def test_program_without_results_runs_in_each_process(world):
         np.testing.assert_array_equal(a.to_numpy(), [1.0, 2.0])
 
 
-def test_transfer_manager_is_unimplemented_in_multi_process_mode_and_charges_nothing(plugin_api, world):
-    import ctypes
+DOUBLE_F32_4X6 = """
+func.func @main(%x: tensor<4x6xf32>) -> tensor<4x6xf32> {
+  %y = stablehlo.add %x, %x : tensor<4x6xf32>
+  return %y : tensor<4x6xf32>
+}
+"""
 
-    client = world[0]
-    spec = P.STRUCTS["PJRT_ShapeSpec"]()
-    dims = (ctypes.c_int64 * 1)(4)
-    spec.struct_size, spec.dims, spec.num_dims = ctypes.sizeof(spec), ctypes.addressof(dims), 1
-    spec.element_type = P.BufferType.F32
+
+def test_transfer_manager_through_the_daemon(plugin_api, world):
+    """Parts gather in the process and reach the daemon at the last one: buffers retrieved first,
+    refused until then, HBM charged at creation, errors to their readers, then used in a run."""
+    from test_capi_transfer_manager import ARRAYS, Manager
+
+    client = world[1]
     device = client.addressable_devices()[0]
     before = device.memory_stats()["bytes_in_use"]
-    with pjrt_error(P.ErrorCode.UNIMPLEMENTED, "PJRT_Client_CreateBuffersForAsyncHostToDevice",
-                    "no asynchronous host-to-device transfers"):
-        plugin_api.call("PJRT_Client_CreateBuffersForAsyncHostToDevice", client=client.ptr,
-                        shape_specs=ctypes.addressof(spec), num_shape_specs=1, memory=device.default_memory.ptr)
-    assert device.memory_stats()["bytes_in_use"] == before
+    m = Manager(plugin_api, client, ARRAYS, memory=device.default_memory)
+    assert device.memory_stats()["bytes_in_use"] == before + sum(a.nbytes for a in ARRAYS)
+    buffers = [m.retrieve(i) for i in range(len(ARRAYS))]
+    raw = ARRAYS[0].tobytes()
+    m.transfer(0, raw[:16], 0, False)
+    assert not buffers[0].ready_event().is_ready
+    with pjrt_error(P.ErrorCode.FAILED_PRECONDITION, "still being filled by a transfer manager"):
+        buffers[0].to_numpy()
+    m.transfer(0, raw[16:], 16, True)
+    buffers[0].ready_event().await_()
+    m.upload(1, ARRAYS[1])
+    message = b"upload source went away"
+    m.call("SetBufferError", buffer_index=2, error_code=P.ErrorCode.DATA_LOSS,
+           error_message=ctypes.c_char_p(message), error_message_size=len(message))
+    with pjrt_error(P.ErrorCode.DATA_LOSS, "upload source went away"):
+        buffers[2].to_numpy()
+    for b, a in zip(buffers[:2], ARRAYS):
+        assert b.device.id == device.id
+        np.testing.assert_array_equal(b.to_numpy(), a)
+    m.destroy()
+    (out,) = client.compile(DOUBLE_F32_4X6).execute([buffers[0]])
+    np.testing.assert_array_equal(out[0].to_numpy(), ARRAYS[0] * 2)
+    for b in buffers:
+        b.destroy()
+    assert device.memory_stats()["bytes_in_use"] == before + out[0].to_numpy().nbytes
 
 
 def test_a_copy_to_the_host_checks_its_destination_size_in_the_daemon(world):

@@ -6,9 +6,11 @@
 // named values) because both engines already use it; they own their own handles.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <variant>
 #include <vector>
@@ -248,6 +250,50 @@ class Engine {
 }  // namespace pjrt_neuron::engine
 
 namespace pjrt_neuron::engine {
+
+// An event completed later, once, by Set(): a buffer whose data arrive in parts.
+class PromiseEvent : public Event {
+ public:
+  bool IsReady() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return ready_;
+  }
+  Status Await() override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [this] { return ready_; });
+    return status_;
+  }
+  void OnReady(std::function<void(Status)> done) override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!ready_) {
+      waiting_.push_back(std::move(done));
+      return;
+    }
+    Status status = status_;
+    lock.unlock();
+    done(status);
+  }
+  // Only the first call counts.
+  void Set(Status status) {
+    std::vector<std::function<void(Status)>> waiting;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (ready_) return;
+      ready_ = true;
+      status_ = status;
+      waiting.swap(waiting_);
+    }
+    changed_.notify_all();
+    for (auto& done : waiting) done(status);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool ready_ = false;
+  Status status_;
+  std::vector<std::function<void(Status)>> waiting_;
+};
 
 // An event that is complete from the start: results the engine produced synchronously.
 class CompletedEvent : public Event {

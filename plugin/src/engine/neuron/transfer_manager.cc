@@ -8,41 +8,6 @@
 
 namespace pjrt_neuron::engine::neuron {
 
-bool PromiseEvent::IsReady() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return ready_;
-}
-
-Status PromiseEvent::Await() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  changed_.wait(lock, [this] { return ready_; });
-  return status_;
-}
-
-void PromiseEvent::OnReady(std::function<void(Status)> done) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  if (!ready_) {
-    waiting_.push_back(std::move(done));
-    return;
-  }
-  Status status = status_;
-  lock.unlock();
-  done(status);
-}
-
-void PromiseEvent::Set(Status status) {
-  std::vector<std::function<void(Status)>> waiting;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (ready_) return;
-    ready_ = true;
-    status_ = status;
-    waiting.swap(waiting_);
-  }
-  changed_.notify_all();
-  for (auto& done : waiting) done(status);
-}
-
 namespace {
 
 class NeuronTransferManager : public TransferManager {

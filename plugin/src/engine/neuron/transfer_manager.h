@@ -16,23 +16,6 @@
 
 namespace pjrt_neuron::engine::neuron {
 
-// An event completed later, once, by Set().
-class PromiseEvent : public Event {
- public:
-  bool IsReady() override;
-  Status Await() override;
-  void OnReady(std::function<void(Status)> done) override;
-  // Only the first call counts.
-  void Set(Status status);
-
- private:
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  bool ready_ = false;
-  Status status_;
-  std::vector<std::function<void(Status)>> waiting_;
-};
-
 StatusOr<std::unique_ptr<TransferManager>> CreateNeuronTransferManager(const std::shared_ptr<Runtime>& runtime,
                                                                        int core, const std::vector<ShapeSpec>& shapes,
                                                                        const std::string& memory_kind);

@@ -297,6 +297,196 @@ class RemoteBuffer : public Buffer {
   std::atomic<bool> deleted_{false};
 };
 
+// A transfer manager's buffer: its bytes gather in this process and reach the daemon in one
+// transfer when the last part arrives; until then it is refused for use, like the Trainium
+// engine's (executions and reads here are synchronous).
+struct PendingFill {
+  std::mutex mutex;
+  std::unique_ptr<RemoteBuffer> buffer;  // once filled
+  Status status;                         // an error set instead
+  bool done = false;
+  std::shared_ptr<PromiseEvent> ready = std::make_shared<PromiseEvent>();
+
+  StatusOr<RemoteBuffer*> Filled(int core) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!done) {
+      return FailedPrecondition("the buffer on NeuronCore " + std::to_string(core) +
+                                " is still being filled by a transfer manager (its last part has not arrived); "
+                                "wait for its ready event");
+    }
+    PN_RETURN_IF_ERROR(status);
+    return buffer.get();
+  }
+};
+
+class FilledRemoteBuffer : public Buffer {
+ public:
+  FilledRemoteBuffer(std::shared_ptr<PendingFill> fill, int core, std::string memory_kind, PJRT_Buffer_Type type,
+                     std::vector<int64_t> dims, size_t size)
+      : fill_(std::move(fill)), core_(core), memory_kind_(std::move(memory_kind)), type_(type),
+        dims_(std::move(dims)), size_(size) {}
+
+  StatusOr<RemoteBuffer*> Filled() {
+    if (deleted_) return InvalidArgument("the buffer has been deleted");
+    return fill_->Filled(core_);
+  }
+
+  int core() override { return core_; }
+  const std::string& memory_kind() override { return memory_kind_; }
+  PJRT_Buffer_Type element_type() override { return type_; }
+  const std::vector<int64_t>& dims() override { return dims_; }
+  StatusOr<size_t> OnDeviceSizeInBytes() override { return size_; }
+  StatusOr<EventRef> ToHost(void* dst, size_t dst_size, const PJRT_Buffer_MemoryLayout* host_layout,
+                            size_t* required_size) override {
+    if (dst == nullptr && required_size != nullptr) {
+      *required_size = size_;
+      return EventRef(std::make_shared<CompletedEvent>());
+    }
+    PN_ASSIGN_OR_RETURN(RemoteBuffer * buffer, Filled());
+    return buffer->ToHost(dst, dst_size, host_layout, required_size);
+  }
+  StatusOr<EventRef> CopyRawToHost(void* dst, int64_t offset, int64_t size) override {
+    PN_ASSIGN_OR_RETURN(RemoteBuffer * buffer, Filled());
+    return buffer->CopyRawToHost(dst, offset, size);
+  }
+  StatusOr<std::unique_ptr<Buffer>> CopyTo(int core, const std::string& memory_kind) override {
+    PN_ASSIGN_OR_RETURN(RemoteBuffer * buffer, Filled());
+    return buffer->CopyTo(core, memory_kind);
+  }
+  StatusOr<EventRef> ReadyEvent() override { return EventRef(fill_->ready); }
+  Status GetMemoryLayout(PJRT_Buffer_MemoryLayout* layout) override {
+    PN_ASSIGN_OR_RETURN(RemoteBuffer * buffer, Filled());
+    return buffer->GetMemoryLayout(layout);
+  }
+  void Delete() override {
+    if (deleted_.exchange(true)) return;
+    auto buffer = fill_->Filled(core_);
+    if (buffer.ok()) buffer.value()->Delete();
+  }
+  bool IsDeleted() override {
+    if (deleted_) return true;
+    auto buffer = fill_->Filled(core_);
+    return buffer.ok() && buffer.value()->IsDeleted();  // donated to an execution
+  }
+  StatusOr<uintptr_t> UnsafePointer() override { return MultiProcessOnly("a raw device pointer"); }
+  Status IncreaseExternalReferenceCount() override { return MultiProcessOnly("an external reference"); }
+  Status DecreaseExternalReferenceCount() override { return MultiProcessOnly("an external reference"); }
+  StatusOr<void*> OpaqueDeviceMemoryPointer() override { return MultiProcessOnly("a device memory pointer"); }
+
+ private:
+  std::shared_ptr<PendingFill> fill_;
+  const int core_;
+  const std::string memory_kind_;
+  const PJRT_Buffer_Type type_;
+  const std::vector<int64_t> dims_;
+  const size_t size_;
+  std::atomic<bool> deleted_{false};
+};
+
+// The engine buffer behind an argument: a buffer of this engine, or a filled transfer-manager one.
+StatusOr<RemoteBuffer*> RemoteBufferOf(Buffer* buffer) {
+  if (auto* remote = dynamic_cast<RemoteBuffer*>(buffer)) return remote;
+  if (auto* filled = dynamic_cast<FilledRemoteBuffer*>(buffer)) return filled->Filled();
+  return InvalidArgument("an argument is not a buffer of this engine");
+}
+
+using UploadFn = std::function<StatusOr<TransferResult>(int core, const HostBufferSpec& spec)>;
+
+class RemoteTransferManager : public TransferManager {
+ public:
+  struct Slot {
+    ShapeSpec shape;
+    size_t bytes = 0;
+    std::vector<char> staging;
+    std::shared_ptr<PendingFill> fill = std::make_shared<PendingFill>();
+    bool retrieved = false;
+  };
+
+  RemoteTransferManager(UploadFn upload, int core, std::string memory_kind, std::vector<Slot> slots)
+      : upload_(std::move(upload)), core_(core), memory_kind_(std::move(memory_kind)), slots_(std::move(slots)) {}
+
+  ~RemoteTransferManager() override {
+    for (Slot& slot : slots_) Finish(slot, Status(ErrorCode::kAborted, "the transfer manager was destroyed before "
+                                                                        "the buffer's last part"), nullptr);
+  }
+
+  size_t buffer_count() override { return slots_.size(); }
+  StatusOr<size_t> BufferSize(int index) override {
+    PN_ASSIGN_OR_RETURN(Slot * slot, SlotAt(index));
+    return slot->bytes;
+  }
+
+  StatusOr<EventRef> TransferData(int index, const void* data, int64_t offset, int64_t size, bool last) override {
+    PN_ASSIGN_OR_RETURN(Slot * slot, SlotAt(index));
+    if (slot->fill->ready->IsReady()) {
+      return FailedPrecondition("buffer " + std::to_string(index) + " already had its last part (or an error)");
+    }
+    if (offset < 0 || size < 0 || static_cast<size_t>(offset) + static_cast<size_t>(size) > slot->bytes) {
+      return InvalidArgument("bytes [" + std::to_string(offset) + ", " + std::to_string(offset + size) +
+                             ") are outside buffer " + std::to_string(index) + "'s " + std::to_string(slot->bytes));
+    }
+    if (size > 0 && data == nullptr) return InvalidArgument("the data is null");
+    if (size > 0) std::memcpy(slot->staging.data() + offset, data, static_cast<size_t>(size));
+    if (last) {
+      HostBufferSpec spec;
+      spec.data = slot->staging.data();
+      spec.type = slot->shape.type;
+      spec.dims = slot->shape.dims;
+      spec.memory_kind = memory_kind_;
+      auto uploaded = upload_(core_, spec);
+      Status status = uploaded.status();
+      std::unique_ptr<RemoteBuffer> buffer;
+      if (uploaded.ok()) buffer.reset(dynamic_cast<RemoteBuffer*>(uploaded->buffer.release()));
+      Finish(*slot, status, std::move(buffer));
+      std::vector<char>().swap(slot->staging);
+      PN_RETURN_IF_ERROR(status);
+    }
+    return EventRef(std::make_shared<CompletedEvent>());
+  }
+
+  StatusOr<std::unique_ptr<Buffer>> RetrieveBuffer(int index) override {
+    PN_ASSIGN_OR_RETURN(Slot * slot, SlotAt(index));
+    if (slot->retrieved) return FailedPrecondition("buffer " + std::to_string(index) + " was already retrieved");
+    slot->retrieved = true;
+    return std::unique_ptr<Buffer>(std::make_unique<FilledRemoteBuffer>(slot->fill, core_, memory_kind_, slot->shape.type,
+                                                                        slot->shape.dims, slot->bytes));
+  }
+
+  Status SetBufferError(int index, ErrorCode code, const std::string& message) override {
+    PN_ASSIGN_OR_RETURN(Slot * slot, SlotAt(index));
+    if (slot->fill->ready->IsReady()) {
+      return FailedPrecondition("buffer " + std::to_string(index) + " already had its last part (or an error)");
+    }
+    Finish(*slot, Status(code, message), nullptr);
+    return Status::Ok();
+  }
+
+ private:
+  static void Finish(Slot& slot, Status status, std::unique_ptr<RemoteBuffer> buffer) {
+    {
+      std::lock_guard<std::mutex> lock(slot.fill->mutex);
+      if (slot.fill->done) return;
+      slot.fill->done = true;
+      slot.fill->status = status;
+      slot.fill->buffer = std::move(buffer);
+    }
+    slot.fill->ready->Set(status);
+  }
+
+  StatusOr<Slot*> SlotAt(int index) {
+    if (index < 0 || static_cast<size_t>(index) >= slots_.size()) {
+      return InvalidArgument("buffer index " + std::to_string(index) + " is not in [0, " +
+                             std::to_string(slots_.size()) + ")");
+    }
+    return &slots_[index];
+  }
+
+  UploadFn upload_;
+  const int core_;
+  const std::string memory_kind_;
+  std::vector<Slot> slots_;
+};
+
 class RemoteExecutable : public Executable {
  public:
   RemoteExecutable(std::shared_ptr<Channel> channel, ExecutableInfo info, const std::vector<int>& own_cores,
@@ -363,8 +553,7 @@ class RemoteExecutable : public Executable {
       std::vector<int64_t> ids;
       std::vector<RemoteBuffer*> buffers;
       for (Buffer* b : list) {
-        auto* remote = dynamic_cast<RemoteBuffer*>(b);
-        if (remote == nullptr) return InvalidArgument("an argument is not a buffer of this engine");
+        PN_ASSIGN_OR_RETURN(RemoteBuffer * remote, RemoteBufferOf(b));
         ids.push_back(remote->id());
         buffers.push_back(remote);
       }
@@ -484,6 +673,23 @@ class RemoteEngine : public Engine {
     request.dims = dims;
     PN_ASSIGN_OR_RETURN(BufferInfo info, channel_->Call<BufferInfo>(request));
     return std::unique_ptr<Buffer>(new RemoteBuffer(channel_, std::move(info)));
+  }
+
+  // Parts gather here; each buffer goes to the daemon in one transfer at its last part.
+  StatusOr<std::unique_ptr<TransferManager>> CreateTransferManager(int core, const std::vector<ShapeSpec>& shapes,
+                                                                    const std::string& memory_kind) override {
+    std::vector<RemoteTransferManager::Slot> slots(shapes.size());
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      slots[i].shape = shapes[i];
+      PN_ASSIGN_OR_RETURN(int64_t element_bytes, ElementSize(shapes[i].type));
+      int64_t bytes = element_bytes;
+      for (int64_t d : shapes[i].dims) bytes *= d;
+      slots[i].bytes = static_cast<size_t>(bytes);
+      slots[i].staging.resize(slots[i].bytes);
+    }
+    UploadFn upload = [this](int target, const HostBufferSpec& spec) { return BufferFromHost(target, spec); };
+    return std::unique_ptr<TransferManager>(
+        std::make_unique<RemoteTransferManager>(std::move(upload), core, memory_kind, std::move(slots)));
   }
 
   StatusOr<std::unique_ptr<Executable>> Compile(const Program& program, const std::string& options) override {
