@@ -20,7 +20,6 @@ import ctypes
 import functools
 import json
 import os
-import socket
 import sys
 import tempfile
 from pathlib import Path
@@ -32,6 +31,7 @@ import job_pool
 import pjrt_capi as P
 import programs
 from job_pool import Job, JobPool, uses, wanted_jobs
+from test_multiprocess import _free_port, _pair, _pair_results
 from test_neuron_engine import pjrt_error, standin_env
 
 REPO = Path(__file__).resolve().parent.parent
@@ -51,12 +51,6 @@ _SCRUBBED = (
     "LOCAL_WORLD_SIZE", "TORCHELASTIC_RUN_ID", "NEURON_RT_ROOT_COMM_ID", "NEURON_RT_EXEC_TIMEOUT",
     "PJRT_NEURON_ENGINE",
 )
-
-
-def _free_port() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return str(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -144,17 +138,6 @@ def test_xmp_spawn_on_the_neuron_runtime_trains_like_torchrun(results):
 
 
 # ---------------------------------------------------------------- JAX: two jax.distributed processes
-
-
-def _pair(results, name) -> list[dict]:
-    return json.loads(results[name].ok().stdout.strip().splitlines()[-1])["processes"]
-
-
-def _pair_results(results, name) -> list[dict]:
-    processes = _pair(results, name)
-    for p in processes:
-        assert p["returncode"] == 0 and p["result"] is not None, (name, p["stdout"], p["stderr"][-3000:])
-    return [p["result"] for p in processes]
 
 
 @uses("jax_neuron")

@@ -138,6 +138,32 @@ class TransferManager {
   virtual Status SetBufferError(int index, ErrorCode code, const std::string& message) = 0;
 };
 
+// The checks every engine's transfer manager makes: a buffer index in range, and a part that
+// fits its buffer and comes before the buffer's last one (`finished`).
+template <typename Slot>
+StatusOr<Slot*> TransferSlot(std::vector<Slot>& slots, int index) {
+  if (index < 0 || static_cast<size_t>(index) >= slots.size()) {
+    return Status(ErrorCode::kInvalidArgument, "buffer index " + std::to_string(index) + " is not in [0, " +
+                                                   std::to_string(slots.size()) + ")");
+  }
+  return &slots[index];
+}
+
+inline Status CheckTransferPart(int index, size_t buffer_bytes, bool finished, const void* data, int64_t offset,
+                                int64_t size) {
+  if (finished) {
+    return Status(ErrorCode::kFailedPrecondition,
+                  "buffer " + std::to_string(index) + " already had its last part (or an error)");
+  }
+  if (offset < 0 || size < 0 || static_cast<size_t>(offset) + static_cast<size_t>(size) > buffer_bytes) {
+    return Status(ErrorCode::kInvalidArgument, "bytes [" + std::to_string(offset) + ", " +
+                                                   std::to_string(offset + size) + ") are outside buffer " +
+                                                   std::to_string(index) + "'s " + std::to_string(buffer_bytes));
+  }
+  if (size > 0 && data == nullptr) return Status(ErrorCode::kInvalidArgument, "the data is null");
+  return Status::Ok();
+}
+
 struct CompiledMemoryStats {
   int64_t generated_code_size_in_bytes = 0;
   int64_t argument_size_in_bytes = 0;

@@ -40,14 +40,7 @@ class NeuronTransferManager : public TransferManager {
 
   StatusOr<EventRef> TransferData(int index, const void* data, int64_t offset, int64_t size, bool last) override {
     PN_ASSIGN_OR_RETURN(Slot * slot, SlotAt(index));
-    if (slot->filled->IsReady()) {
-      return FailedPrecondition("buffer " + std::to_string(index) + " already had its last part (or an error)");
-    }
-    if (offset < 0 || size < 0 || static_cast<size_t>(offset) + static_cast<size_t>(size) > slot->bytes) {
-      return InvalidArgument("bytes [" + std::to_string(offset) + ", " + std::to_string(offset + size) +
-                             ") are outside buffer " + std::to_string(index) + "'s " + std::to_string(slot->bytes));
-    }
-    if (size > 0 && data == nullptr) return InvalidArgument("the data is null");
+    PN_RETURN_IF_ERROR(CheckTransferPart(index, slot->bytes, slot->filled->IsReady(), data, offset, size));
     if (size > 0) {
       if (slot->tensor != nullptr) {
         PN_RETURN_IF_ERROR(slot->tensor->Write(data, static_cast<size_t>(offset), static_cast<size_t>(size)));
@@ -80,13 +73,7 @@ class NeuronTransferManager : public TransferManager {
   }
 
  private:
-  StatusOr<Slot*> SlotAt(int index) {
-    if (index < 0 || static_cast<size_t>(index) >= slots_.size()) {
-      return InvalidArgument("buffer index " + std::to_string(index) + " is not in [0, " +
-                             std::to_string(slots_.size()) + ")");
-    }
-    return &slots_[index];
-  }
+  StatusOr<Slot*> SlotAt(int index) { return TransferSlot(slots_, index); }
 
   std::shared_ptr<Runtime> runtime_;
   const int core_;

@@ -418,14 +418,7 @@ class RemoteTransferManager : public TransferManager {
 
   StatusOr<EventRef> TransferData(int index, const void* data, int64_t offset, int64_t size, bool last) override {
     PN_ASSIGN_OR_RETURN(Slot * slot, SlotAt(index));
-    if (slot->fill->ready->IsReady()) {
-      return FailedPrecondition("buffer " + std::to_string(index) + " already had its last part (or an error)");
-    }
-    if (offset < 0 || size < 0 || static_cast<size_t>(offset) + static_cast<size_t>(size) > slot->bytes) {
-      return InvalidArgument("bytes [" + std::to_string(offset) + ", " + std::to_string(offset + size) +
-                             ") are outside buffer " + std::to_string(index) + "'s " + std::to_string(slot->bytes));
-    }
-    if (size > 0 && data == nullptr) return InvalidArgument("the data is null");
+    PN_RETURN_IF_ERROR(CheckTransferPart(index, slot->bytes, slot->fill->ready->IsReady(), data, offset, size));
     if (size > 0) std::memcpy(slot->staging.data() + offset, data, static_cast<size_t>(size));
     if (last) {
       HostBufferSpec spec;
@@ -473,13 +466,7 @@ class RemoteTransferManager : public TransferManager {
     slot.fill->ready->Set(status);
   }
 
-  StatusOr<Slot*> SlotAt(int index) {
-    if (index < 0 || static_cast<size_t>(index) >= slots_.size()) {
-      return InvalidArgument("buffer index " + std::to_string(index) + " is not in [0, " +
-                             std::to_string(slots_.size()) + ")");
-    }
-    return &slots_[index];
-  }
+  StatusOr<Slot*> SlotAt(int index) { return TransferSlot(slots_, index); }
 
   UploadFn upload_;
   const int core_;

@@ -802,6 +802,17 @@ class SimEngine : public Engine {
       if (!helper_->cannot_start()) return serialized.status();
       SayHelperCannotStart(serialized.status());
     }
+    PJRT_LoadedExecutable* loaded = nullptr;
+    Status compiled = CompileInEngine(program, options, &loaded);
+    if (!compiled.ok() && compiled.message().find(hlo::kAnnotateDevicePlacement) != std::string::npos &&
+        program.format != "hlo") {
+      return CompileWithOutputPlacements(program, options, compiled);
+    }
+    PN_RETURN_IF_ERROR(compiled);
+    return Finish(loaded);
+  }
+
+  Status CompileInEngine(const Program& program, const std::string& options, PJRT_LoadedExecutable** loaded) {
     PJRT_Program inner_program;
     std::memset(&inner_program, 0, sizeof(inner_program));
     inner_program.struct_size = PJRT_Program_STRUCT_SIZE;
@@ -814,13 +825,9 @@ class SimEngine : public Engine {
     args.program = &inner_program;
     args.compile_options = options.data();
     args.compile_options_size = options.size();
-    Status compiled = TakeError(api_, api_->PJRT_Client_Compile(&args));
-    if (!compiled.ok() && compiled.message().find(hlo::kAnnotateDevicePlacement) != std::string::npos &&
-        program.format != "hlo") {
-      return CompileWithOutputPlacements(program, options, compiled);
-    }
-    PN_RETURN_IF_ERROR(compiled);
-    return Finish(args.executable);
+    PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Client_Compile(&args)));
+    *loaded = args.executable;
+    return Status::Ok();
   }
 
   // The engine cannot place outputs in host memory (out_shardings with memory kind
@@ -838,36 +845,15 @@ class SimEngine : public Engine {
     hlo::AppendOptionOverride(&dumping, "xla_dump_hlo_pass_re", &no_pass, false);
     hlo::AppendOptionOverride(&dumping, "xla_dump_hlo_as_proto", nullptr, true);
     hlo::AppendOptionOverride(&dumping, "xla_dump_hlo_as_text", nullptr, false);
-    PJRT_Program inner_program;
-    std::memset(&inner_program, 0, sizeof(inner_program));
-    inner_program.struct_size = PJRT_Program_STRUCT_SIZE;
-    inner_program.code = const_cast<char*>(program.code);
-    inner_program.code_size = program.code_size;
-    inner_program.format = program.format.c_str();
-    inner_program.format_size = program.format.size();
-    INNER_ARGS(PJRT_Client_Compile_Args, dump_args);
-    dump_args.client = client_;
-    dump_args.program = &inner_program;
-    dump_args.compile_options = dumping.data();
-    dump_args.compile_options_size = dumping.size();
-    Status dumped = TakeError(api_, api_->PJRT_Client_Compile(&dump_args));
-    if (dumped.ok()) DestroyLoaded(dump_args.executable);
+    PJRT_LoadedExecutable* dumped = nullptr;
+    if (CompileInEngine(program, dumping, &dumped).ok()) DestroyLoaded(dumped);
     auto module = ModuleBeforeOptimizations(directory);
     RemoveTree(directory);
     if (!module.ok()) return refused;
     PN_ASSIGN_OR_RETURN(hlo::PlacedOutputs placed, hlo::StripOutputPlacements(module.value()));
-    Program stripped{"hlo", placed.module.data(), placed.module.size()};
-    inner_program.code = const_cast<char*>(stripped.code);
-    inner_program.code_size = stripped.code_size;
-    inner_program.format = stripped.format.c_str();
-    inner_program.format_size = stripped.format.size();
-    INNER_ARGS(PJRT_Client_Compile_Args, args);
-    args.client = client_;
-    args.program = &inner_program;
-    args.compile_options = options.data();
-    args.compile_options_size = options.size();
-    PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Client_Compile(&args)));
-    auto executable = std::make_unique<SimExecutable>(this, args.executable);
+    PJRT_LoadedExecutable* loaded = nullptr;
+    PN_RETURN_IF_ERROR(CompileInEngine(Program{"hlo", placed.module.data(), placed.module.size()}, options, &loaded));
+    auto executable = std::make_unique<SimExecutable>(this, loaded);
     PN_RETURN_IF_ERROR(executable->Init());
     executable->PlaceOutputs(placed.output_memory_kinds);
     return std::unique_ptr<Executable>(std::move(executable));
