@@ -342,11 +342,19 @@ def test_client_destroy_releases_the_cores(neuron, tmp_path):
     assert other_process() == "CLAIMED"
 
 
+def _has_tag(pid: str, tag: str) -> bool:
+    try:
+        return f"PJRT_NEURON_TEST_TAG={tag}".encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False  # gone already
+
+
 def test_progress_then_ctrl_c_ends_the_compiler(standin, tmp_path):
     # A lock directory of its own: this pytest process may hold the plugin's NeuronCores.
+    tag = f"ctrl-c-{os.getpid()}-{time.time()}"
     env = dict(os.environ, **standin_env(standin, tmp_path, NEURON_STANDIN_CC_DELAY=120,
                                          PJRT_NEURON_COMPILE_PROGRESS_SECONDS=0.5),
-               PJRT_NEURON_LOCK_DIR=str(tmp_path / "plugin-locks"))
+               PJRT_NEURON_LOCK_DIR=str(tmp_path / "plugin-locks"), PJRT_NEURON_TEST_TAG=tag)
     # A shell's background job starts with SIGINT ignored, and Python keeps that; a terminal's
     # Python has its KeyboardInterrupt handler, which is what Ctrl-C reaches.
     script = ("import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
@@ -359,13 +367,17 @@ def test_progress_then_ctrl_c_ends_the_compiler(standin, tmp_path):
     while "neuronx-cc is compiling" not in seen and time.time() < deadline:
         seen += child.stderr.readline()
     assert "neuronx-cc is compiling" in seen, seen
+    running = subprocess.run(["pgrep", "-f", "neuronx_cc.py"], capture_output=True, text=True).stdout.split()
+    assert any(_has_tag(pid, tag) for pid in running), running  # the filter below sees this test's compiler
     started = time.time()
     child.send_signal(signal.SIGINT)
     rest = child.communicate(timeout=60)[1]
     assert child.returncode != 0
     assert time.time() - started < 20
     assert "KeyboardInterrupt" in rest or "CANCELLED" in rest, rest[-2000:]
-    left = subprocess.run(["pgrep", "-f", "neuronx_cc.py"], capture_output=True, text=True).stdout.split()
+    # Only this test's compilers (its tag is in their environment): other tests may compile now.
+    left = [pid for pid in subprocess.run(["pgrep", "-f", "neuronx_cc.py"], capture_output=True,
+                                          text=True).stdout.split() if _has_tag(pid, tag)]
     assert not left, f"compiler processes left: {left}"
 
 

@@ -83,8 +83,13 @@ std::vector<Setting> BuildTable() {
       {Id::kMlirConverter, "PJRT_NEURON_MLIR_CONVERTER", K::kText, nullptr,
        "python -m pjrt_neuron._neuron_mlir_to_hlo", "the command that turns JAX's StableHLO into HLO for neuronx-cc",
        {}, R::kPlugin},
-      {Id::kRootCommId, "NEURON_RT_ROOT_COMM_ID", K::kText, nullptr, "a free local port",
+      {Id::kRootCommId, "NEURON_RT_ROOT_COMM_ID", K::kText, nullptr,
+       "one process: a free local port; a job: process 0's hostname and a free port, through the framework's "
+       "key-value store, else MASTER_ADDR:62182",
        "host:port where the Neuron runtime's collectives meet (set by torch-xla's launchers)", {}, R::kPlugin},
+      {Id::kMasterAddr, "MASTER_ADDR", K::kText, nullptr, "not set",
+       "the launcher's rendezvous host (torchrun); a job on the Neuron runtime with no root address and no "
+       "key-value store meets at MASTER_ADDR:62182", {}, R::kPlugin},
       {Id::kCompat, "PJRT_NEURON_COMPAT", K::kChoice, "warn", "warn", "Trainium compatibility analysis",
        {{"warn", "the default"}, {"strict", ""}, {"off", ""}}, R::kPlugin},
       {Id::kCompatStrictNumerics, "PJRT_NEURON_COMPAT_STRICT_NUMERICS", K::kFlag, "0", "0",

@@ -61,6 +61,7 @@ enum class Id {
   kCompileProgressSeconds,
   kMlirConverter,
   kRootCommId,
+  kMasterAddr,
   kCompat,
   kCompatStrictNumerics,
   kCompatReport,
