@@ -280,6 +280,42 @@ PN_ENTRY(Client_CreateUninitializedBuffer) {
   return Status::Ok();
 }
 
+PN_ENTRY(Client_CreateAliasBuffer) {
+  PN_REQUIRE_ARGS(args, PJRT_Client_CreateAliasBuffer_Args, fulfill_alias_buffer_cb);
+  PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
+  if (args->memory == nullptr) return InvalidArgument("`memory` is null");
+  PN_ASSIGN_OR_RETURN(core::Memory * memory, TargetMemory(client, nullptr, args->memory));
+  PN_RETURN_IF_ERROR(CheckShape(args->shape_element_type, args->shape_dims, args->shape_num_dims));
+  if (args->shape_layout != nullptr) return Unimplemented("alias buffers take the default layout only");
+  std::vector<int64_t> dims(args->shape_dims, args->shape_dims + args->shape_num_dims);
+  PN_ASSIGN_OR_RETURN(auto alias, client->CreateAliasBuffer(memory, args->shape_element_type, dims));
+  args->alias_buffer = Wrap<PJRT_Buffer>(alias.first.release());
+  args->fulfill_alias_buffer_cb = static_cast<PJRT_FulfillAliasBufferCallback*>(alias.second);
+  return Status::Ok();
+}
+
+PN_ENTRY(Client_FulfillAliasBuffer) {
+  PN_REQUIRE_ARGS(args, PJRT_Client_FulfillAliasBuffer_Args, fulfill_alias_buffer_cb);
+  PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
+  if (args->fulfill_alias_buffer_cb == nullptr) return InvalidArgument("`fulfill_alias_buffer_cb` is null");
+  const auto code = static_cast<ErrorCode>(RawEnum(args->status_code));
+  if (static_cast<int>(code) < 0 || static_cast<int>(code) > static_cast<int>(ErrorCode::kUnauthenticated)) {
+    return InvalidArgument("status_code " + std::to_string(static_cast<int>(code)) + " is not a PJRT_Error_Code");
+  }
+  core::Buffer* target = nullptr;
+  if (code == ErrorCode::kOk) {
+    if (args->buffer == nullptr) return InvalidArgument("`buffer` is null, and status_code is OK");
+    PN_ASSIGN_OR_RETURN(target, Unwrap<core::Buffer>(args->buffer, "buffer"));
+  } else if (args->error_message == nullptr && args->error_message_size > 0) {
+    return InvalidArgument("`error_message` is null but error_message_size is " +
+                           std::to_string(args->error_message_size));
+  }
+  const std::string message = code == ErrorCode::kOk || args->error_message == nullptr
+                                  ? std::string()
+                                  : std::string(args->error_message, args->error_message_size);
+  return client->FulfillAliasBuffer(args->fulfill_alias_buffer_cb, target, code, message);
+}
+
 }  // namespace
 
 void BindClient(PJRT_Api* api) {
@@ -299,6 +335,8 @@ void BindClient(PJRT_Api* api) {
   api->PJRT_Client_DefaultDeviceAssignment = Client_DefaultDeviceAssignment;
   api->PJRT_Client_BufferFromHostBuffer = Client_BufferFromHostBuffer;
   api->PJRT_Client_CreateUninitializedBuffer = Client_CreateUninitializedBuffer;
+  api->PJRT_Client_CreateAliasBuffer = Client_CreateAliasBuffer;
+  api->PJRT_Client_FulfillAliasBuffer = Client_FulfillAliasBuffer;
 }
 
 }  // namespace pjrt_neuron::api

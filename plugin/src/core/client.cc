@@ -294,6 +294,32 @@ StatusOr<std::unique_ptr<TransferManager>> Client::CreateTransferManager(
   return std::make_unique<TransferManager>(this, memory, std::move(engine_manager.value()), std::move(charges));
 }
 
+StatusOr<std::pair<std::unique_ptr<Buffer>, void*>> Client::CreateAliasBuffer(Memory* memory, PJRT_Buffer_Type type,
+                                                                                const std::vector<int64_t>& dims) {
+  Device* device = memory->device();
+  PN_RETURN_IF_ERROR(CheckAddressable(*device));
+  PN_ASSIGN_OR_RETURN(engine::Engine::AliasBuffer alias,
+                      engine_->CreateAliasBuffer(device->core(), memory->kind(), type, dims));
+  {
+    std::lock_guard<std::mutex> lock(alias_mutex_);
+    unfulfilled_aliases_.insert(alias.fulfill);
+  }
+  return std::make_pair(std::make_unique<Buffer>(device, std::move(alias.buffer), 0), alias.fulfill);
+}
+
+Status Client::FulfillAliasBuffer(void* fulfill, Buffer* target, ErrorCode code, const std::string& message) {
+  if (target != nullptr && target->device()->client() != this) return InvalidArgument("`buffer` belongs to another client");
+  {
+    std::lock_guard<std::mutex> lock(alias_mutex_);
+    if (unfulfilled_aliases_.erase(fulfill) == 0) {
+      return InvalidArgument("fulfill_alias_buffer_cb was not handed out by this client's "
+                             "PJRT_Client_CreateAliasBuffer, or was used already");
+    }
+  }
+  if (target != nullptr) PN_RETURN_IF_ERROR(target->CheckUsableSeen());
+  return engine_->FulfillAliasBuffer(fulfill, target != nullptr ? &target->engine_buffer() : nullptr, code, message);
+}
+
 StatusOr<std::unique_ptr<Buffer>> Client::CreateUninitializedBuffer(Device* device, PJRT_Buffer_Type type,
                                                                     const std::vector<int64_t>& dims) {
   PN_RETURN_IF_ERROR(CheckAddressable(*device));

@@ -3,7 +3,10 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -41,6 +44,12 @@ class Client : public Tagged<0x4e434c49> {
   StatusOr<std::unique_ptr<Buffer>> CreateUninitializedBuffer(Device* device, PJRT_Buffer_Type type,
                                                               const std::vector<int64_t>& dims);
   StatusOr<std::unique_ptr<Buffer>> CopyToMemory(Buffer& source, Memory* destination);
+  // An alias buffer (PJRT_Client_CreateAliasBuffer) and the handle that fulfills it once; it
+  // shares its target's memory, so it charges no HBM of its own.
+  StatusOr<std::pair<std::unique_ptr<Buffer>, void*>> CreateAliasBuffer(Memory* memory, PJRT_Buffer_Type type,
+                                                                         const std::vector<int64_t>& dims);
+  // `target` null: the alias fails with `code` and `message`.
+  Status FulfillAliasBuffer(void* fulfill, Buffer* target, ErrorCode code, const std::string& message);
   // Buffers of `shapes` on `memory`, to be filled piecewise; HBM is charged here.
   StatusOr<std::unique_ptr<TransferManager>> CreateTransferManager(Memory* memory,
                                                                    const std::vector<engine::ShapeSpec>& shapes);
@@ -65,6 +74,8 @@ class Client : public Tagged<0x4e434c49> {
   Status CreateNeuronJobEngine(const ClientOptions& options, const InstanceShape& shape);
   void AddDevice(const InstanceShape& shape, int physical_core, int engine_core, bool addressable);
 
+  std::mutex alias_mutex_;
+  std::set<void*> unfulfilled_aliases_;  // handles handed out and not used yet
   std::string platform_name_ = "neuron";
   std::string platform_version_;
   std::shared_ptr<CoreLease> lease_;

@@ -264,6 +264,20 @@ class Engine {
                                                                             const std::string& memory_kind) {
     return Status(ErrorCode::kUnimplemented, "this engine has no asynchronous host-to-device transfers");
   }
+  // PJRT's alias buffers: a buffer on `core` whose contents another buffer supplies later,
+  // through the opaque `fulfill` handle the engine hands out with it.
+  struct AliasBuffer {
+    std::unique_ptr<Buffer> buffer;
+    void* fulfill = nullptr;
+  };
+  virtual StatusOr<AliasBuffer> CreateAliasBuffer(int core, const std::string& memory_kind, PJRT_Buffer_Type type,
+                                                  const std::vector<int64_t>& dims) {
+    return Status(ErrorCode::kUnimplemented, "this engine has no alias buffers (the simulator in one process has)");
+  }
+  // `target` null with a non-OK `code`: the alias fails with that error.
+  virtual Status FulfillAliasBuffer(void* fulfill, Buffer* target, ErrorCode code, const std::string& message) {
+    return Status(ErrorCode::kUnimplemented, "this engine has no alias buffers");
+  }
   // The HBM figures of one core as the hardware counts them; UNIMPLEMENTED where the engine
   // has none (the simulator: core's own accounting is exact there).
   virtual StatusOr<CoreMemoryStats> CoreMemory(int core) {

@@ -795,6 +795,32 @@ class SimEngine : public Engine {
   StatusOr<std::unique_ptr<TransferManager>> CreateTransferManager(int core, const std::vector<ShapeSpec>& shapes,
                                                                     const std::string& memory_kind) override;
 
+  StatusOr<AliasBuffer> CreateAliasBuffer(int core, const std::string& memory_kind, PJRT_Buffer_Type type,
+                                          const std::vector<int64_t>& dims) override {
+    INNER_ARGS(PJRT_Client_CreateAliasBuffer_Args, args);
+    args.client = client_;
+    PN_ASSIGN_OR_RETURN(args.memory, memory(core, memory_kind));
+    args.shape_dims = dims.data();
+    args.shape_num_dims = dims.size();
+    args.shape_element_type = type;
+    PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Client_CreateAliasBuffer(&args)));
+    AliasBuffer alias;
+    alias.buffer = Wrap(args.alias_buffer);
+    alias.fulfill = args.fulfill_alias_buffer_cb;
+    return alias;
+  }
+
+  Status FulfillAliasBuffer(void* fulfill, Buffer* target, ErrorCode code, const std::string& message) override {
+    INNER_ARGS(PJRT_Client_FulfillAliasBuffer_Args, args);
+    args.client = client_;
+    args.buffer = target != nullptr ? static_cast<SimBuffer*>(target)->inner() : nullptr;
+    args.status_code = static_cast<PJRT_Error_Code>(code);
+    args.error_message = message.c_str();
+    args.error_message_size = message.size();
+    args.fulfill_alias_buffer_cb = static_cast<PJRT_FulfillAliasBufferCallback*>(fulfill);
+    return TakeError(api_, api_->PJRT_Client_FulfillAliasBuffer(&args));
+  }
+
   StatusOr<std::unique_ptr<Executable>> Compile(const Program& program, const std::string& options) override {
     if (helper_ != nullptr && !helper_->cannot_start()) {
       auto serialized = helper_->Compile(program, options);
