@@ -32,7 +32,7 @@ import pjrt_capi as P
 import programs
 from job_pool import Job, JobPool, uses, wanted_jobs
 from test_multiprocess import _free_port, _pair, _pair_results
-from test_neuron_engine import pjrt_error, standin_env
+from test_neuron_engine import neuron, pjrt_error, standin_env  # noqa: F401 - neuron is a fixture
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPTS = REPO / "tests" / "multiprocess_scripts"
@@ -206,26 +206,17 @@ def _unsetenv(name: str) -> None:
 
 
 @pytest.fixture
-def job_process(standin, plugin_api, monkeypatch, tmp_path):
+def job_process(neuron, tmp_path):
     """make(index, **settings) -> process `index`'s client of a two-process job, one core each."""
-    clients = []
 
     def make(index, **settings):
         for name in ("NEURON_RT_ROOT_COMM_ID", "NEURON_RT_VISIBLE_CORES", "MASTER_ADDR"):
             _unsetenv(name)
         if "NEURON_PJRT_PROCESSES_NUM_DEVICES" not in settings:
             settings["NEURON_PJRT_WORLD_SIZE"] = 2
-        env = standin_env(standin, tmp_path / "nrt-locks", NEURON_PJRT_PROCESS_INDEX=index,
-                          PJRT_NEURON_LOCK_DIR=tmp_path / "locks", **settings)
-        for key, value in env.items():
-            monkeypatch.setenv(key, value)
-        (tmp_path / "nrt-locks").mkdir(exist_ok=True)
-        clients.append(P.Client(plugin_api))
-        return clients[-1]
+        return neuron(NEURON_PJRT_PROCESS_INDEX=index, PJRT_NEURON_LOCK_DIR=tmp_path / "locks", **settings)
 
     yield make
-    for c in clients:
-        c.close()
     for name in ("NEURON_RT_ROOT_COMM_ID", "NEURON_RT_VISIBLE_CORES"):
         _unsetenv(name)
 

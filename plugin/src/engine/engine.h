@@ -138,17 +138,30 @@ class TransferManager {
   virtual Status SetBufferError(int index, ErrorCode code, const std::string& message) = 0;
 };
 
-// The checks every engine's transfer manager makes: a buffer index in range, and a part that
-// fits its buffer and comes before the buffer's last one (`finished`).
+// What the Trainium and multi-process engines' transfer managers share: buffers held in slots
+// (each with its `bytes`), indices checked, and the checks on every part (CheckTransferPart).
 template <typename Slot>
-StatusOr<Slot*> TransferSlot(std::vector<Slot>& slots, int index) {
-  if (index < 0 || static_cast<size_t>(index) >= slots.size()) {
-    return Status(ErrorCode::kInvalidArgument, "buffer index " + std::to_string(index) + " is not in [0, " +
-                                                   std::to_string(slots.size()) + ")");
+class SlottedTransferManager : public TransferManager {
+ public:
+  explicit SlottedTransferManager(std::vector<Slot> slots) : slots_(std::move(slots)) {}
+  size_t buffer_count() override { return slots_.size(); }
+  StatusOr<size_t> BufferSize(int index) override {
+    PN_ASSIGN_OR_RETURN(Slot * slot, SlotAt(index));
+    return slot->bytes;
   }
-  return &slots[index];
-}
 
+ protected:
+  StatusOr<Slot*> SlotAt(int index) {
+    if (index < 0 || static_cast<size_t>(index) >= slots_.size()) {
+      return Status(ErrorCode::kInvalidArgument, "buffer index " + std::to_string(index) + " is not in [0, " +
+                                                     std::to_string(slots_.size()) + ")");
+    }
+    return &slots_[index];
+  }
+  std::vector<Slot> slots_;
+};
+
+// A part of buffer `index` must fit the buffer and come before its last part (`finished`).
 inline Status CheckTransferPart(int index, size_t buffer_bytes, bool finished, const void* data, int64_t offset,
                                 int64_t size) {
   if (finished) {

@@ -10,32 +10,28 @@ namespace pjrt_neuron::engine::neuron {
 
 namespace {
 
-class NeuronTransferManager : public TransferManager {
+struct UploadSlot {
+  ShapeSpec shape;
+  size_t bytes = 0;
+  std::shared_ptr<DeviceTensor> tensor;       // device memory
+  std::shared_ptr<std::vector<char>> host;    // pinned_host memory
+  std::shared_ptr<PromiseEvent> filled = std::make_shared<PromiseEvent>();
+  bool retrieved = false;
+};
+
+class NeuronTransferManager : public SlottedTransferManager<UploadSlot> {
  public:
-  struct Slot {
-    ShapeSpec shape;
-    size_t bytes = 0;
-    std::shared_ptr<DeviceTensor> tensor;       // device memory
-    std::shared_ptr<std::vector<char>> host;    // pinned_host memory
-    std::shared_ptr<PromiseEvent> filled = std::make_shared<PromiseEvent>();
-    bool retrieved = false;
-  };
+  using Slot = UploadSlot;
 
   NeuronTransferManager(std::shared_ptr<Runtime> runtime, int core, std::string memory_kind, std::vector<Slot> slots)
-      : runtime_(std::move(runtime)), core_(core), memory_kind_(std::move(memory_kind)), slots_(std::move(slots)) {}
+      : SlottedTransferManager(std::move(slots)), runtime_(std::move(runtime)), core_(core),
+        memory_kind_(std::move(memory_kind)) {}
 
   ~NeuronTransferManager() override {
     // Buffers whose last part never came must not wait for ever.
     for (Slot& slot : slots_) {
       slot.filled->Set(Status(ErrorCode::kAborted, "the transfer manager was destroyed before the buffer's last part"));
     }
-  }
-
-  size_t buffer_count() override { return slots_.size(); }
-
-  StatusOr<size_t> BufferSize(int index) override {
-    PN_ASSIGN_OR_RETURN(Slot * slot, SlotAt(index));
-    return slot->bytes;
   }
 
   StatusOr<EventRef> TransferData(int index, const void* data, int64_t offset, int64_t size, bool last) override {
@@ -73,12 +69,9 @@ class NeuronTransferManager : public TransferManager {
   }
 
  private:
-  StatusOr<Slot*> SlotAt(int index) { return TransferSlot(slots_, index); }
-
   std::shared_ptr<Runtime> runtime_;
   const int core_;
   const std::string memory_kind_;
-  std::vector<Slot> slots_;
   std::mutex host_mutex_;
 };
 
@@ -90,9 +83,9 @@ StatusOr<std::unique_ptr<TransferManager>> CreateNeuronTransferManager(const std
   if (memory_kind != "device" && memory_kind != "pinned_host") {
     return InvalidArgument("the Neuron engine has no '" + memory_kind + "' memory");
   }
-  std::vector<NeuronTransferManager::Slot> slots(shapes.size());
+  std::vector<UploadSlot> slots(shapes.size());
   for (size_t i = 0; i < shapes.size(); ++i) {
-    NeuronTransferManager::Slot& slot = slots[i];
+    UploadSlot& slot = slots[i];
     slot.shape = shapes[i];
     const size_t element = ElementBytes(slot.shape.type);
     if (element == 0) {

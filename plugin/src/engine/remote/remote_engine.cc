@@ -392,28 +392,25 @@ StatusOr<RemoteBuffer*> RemoteBufferOf(Buffer* buffer) {
 
 using UploadFn = std::function<StatusOr<TransferResult>(int core, const HostBufferSpec& spec)>;
 
-class RemoteTransferManager : public TransferManager {
+struct StagedSlot {
+  ShapeSpec shape;
+  size_t bytes = 0;
+  std::vector<char> staging;
+  std::shared_ptr<PendingFill> fill = std::make_shared<PendingFill>();
+  bool retrieved = false;
+};
+
+class RemoteTransferManager : public SlottedTransferManager<StagedSlot> {
  public:
-  struct Slot {
-    ShapeSpec shape;
-    size_t bytes = 0;
-    std::vector<char> staging;
-    std::shared_ptr<PendingFill> fill = std::make_shared<PendingFill>();
-    bool retrieved = false;
-  };
+  using Slot = StagedSlot;
 
   RemoteTransferManager(UploadFn upload, int core, std::string memory_kind, std::vector<Slot> slots)
-      : upload_(std::move(upload)), core_(core), memory_kind_(std::move(memory_kind)), slots_(std::move(slots)) {}
+      : SlottedTransferManager(std::move(slots)), upload_(std::move(upload)), core_(core),
+        memory_kind_(std::move(memory_kind)) {}
 
   ~RemoteTransferManager() override {
     for (Slot& slot : slots_) Finish(slot, Status(ErrorCode::kAborted, "the transfer manager was destroyed before "
                                                                         "the buffer's last part"), nullptr);
-  }
-
-  size_t buffer_count() override { return slots_.size(); }
-  StatusOr<size_t> BufferSize(int index) override {
-    PN_ASSIGN_OR_RETURN(Slot * slot, SlotAt(index));
-    return slot->bytes;
   }
 
   StatusOr<EventRef> TransferData(int index, const void* data, int64_t offset, int64_t size, bool last) override {
@@ -466,12 +463,9 @@ class RemoteTransferManager : public TransferManager {
     slot.fill->ready->Set(status);
   }
 
-  StatusOr<Slot*> SlotAt(int index) { return TransferSlot(slots_, index); }
-
   UploadFn upload_;
   const int core_;
   const std::string memory_kind_;
-  std::vector<Slot> slots_;
 };
 
 class RemoteExecutable : public Executable {
@@ -665,7 +659,7 @@ class RemoteEngine : public Engine {
   // Parts gather here; each buffer goes to the daemon in one transfer at its last part.
   StatusOr<std::unique_ptr<TransferManager>> CreateTransferManager(int core, const std::vector<ShapeSpec>& shapes,
                                                                     const std::string& memory_kind) override {
-    std::vector<RemoteTransferManager::Slot> slots(shapes.size());
+    std::vector<StagedSlot> slots(shapes.size());
     for (size_t i = 0; i < shapes.size(); ++i) {
       slots[i].shape = shapes[i];
       PN_ASSIGN_OR_RETURN(int64_t element_bytes, ElementSize(shapes[i].type));

@@ -574,12 +574,14 @@ class SimExecutable : public Executable {
       host_outputs_[i] = true;
       placed_outputs_[i].memory_kind = "pinned_host";
     }
-    output_kinds_ = kinds;
   }
 
   StatusOr<std::string> Serialize() override {
     PN_ASSIGN_OR_RETURN(std::string bytes, EngineBytes());
-    return output_kinds_.empty() ? bytes : WithHostOutputs(std::move(bytes), output_kinds_);
+    if (placed_outputs_.empty()) return bytes;
+    std::vector<std::string> kinds;
+    for (const OutputShape& output : placed_outputs_) kinds.push_back(output.memory_kind);
+    return WithHostOutputs(std::move(bytes), kinds);
   }
 
   StatusOr<std::string> EngineBytes() {
@@ -644,7 +646,6 @@ class SimExecutable : public Executable {
   std::shared_ptr<OutputTable> outputs_ = std::make_shared<OutputTable>(std::vector<OutputShape>{});
   std::vector<int> addressable_cores_;
   std::optional<std::string> serialized_;
-  std::vector<std::string> output_kinds_;  // set when outputs go to host memory
   std::vector<bool> host_outputs_;
   std::vector<OutputShape> placed_outputs_;  // what outputs() reports then
   std::mutex memory_stats_mutex_;
