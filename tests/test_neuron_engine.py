@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -444,6 +445,28 @@ def test_torch_xla_spmd_steps_match_the_simulator(standin, tmp_path):
             np.testing.assert_allclose(got[w], want[w], rtol=0, atol=1e-6, err_msg=f"{run} {w}")
         assert got["specs"] == want["specs"], run
         assert got["losses"][-1] < got["losses"][0], run
+
+
+def run_example(argv, env) -> tuple[list[str], str]:
+    """The example's printed epoch losses (4 decimals, as it prints them) and test accuracy."""
+    run = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=TIMEOUT, cwd=REPO)
+    assert run.returncode == 0, run.stderr[-4000:]
+    losses = re.findall(r"^epoch \d+/\d+  loss (\S+)$", run.stdout, re.M)
+    accuracy = re.findall(r"^test accuracy: (\S+)$", run.stdout, re.M)
+    assert losses and accuracy, run.stdout[-2000:]
+    return losses, accuracy[0]
+
+
+@pytest.mark.parametrize("example, framework", [("train_digits_torch.py", {"PJRT_DEVICE": "NEURON"}),
+                                                ("train_digits_jax.py", {"JAX_PLATFORMS": "neuron"})])
+def test_digits_examples_train_as_on_the_simulator(standin, tmp_path, example, framework):
+    if "PJRT_DEVICE" in framework:
+        pytest.importorskip("torch_xla")
+    argv = [sys.executable, str(REPO / "examples" / example)]
+    neuron = run_example(argv, framework_env(standin, tmp_path, "neuron", **framework))
+    sim = run_example(argv, framework_env(standin, tmp_path, "sim", **framework))
+    assert neuron == sim
+    assert float(neuron[0][-1]) < float(neuron[0][0])
 
 
 # ---------------------------------------------------------------- the transfer manager
