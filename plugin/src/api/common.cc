@@ -11,11 +11,11 @@ PJRT_Error* MakeError(const Status& status) {
   return new (std::nothrow) PJRT_Error{status};
 }
 
-PJRT_Error* Run(const char* function, const std::function<Status()>& body) {
+PJRT_Error* ErrorFrom(const char* function, const Status& status) { return MakeError(status.WithContext(function)); }
+
+PJRT_Error* ErrorFromCurrentException(const char* function) {
   try {
-    Status status = body();
-    if (status.ok()) return nullptr;  // no context string built on the path every call takes
-    return MakeError(status.WithContext(function));
+    throw;
   } catch (const std::bad_alloc&) {
     return MakeError(Status(ErrorCode::kResourceExhausted, std::string(function) + ": out of host memory"));
   } catch (const std::exception& e) {
@@ -25,15 +25,22 @@ PJRT_Error* Run(const char* function, const std::function<Status()>& body) {
   }
 }
 
-Status CheckArgs(const void* args, size_t needed_size, const char* type_name) {
+Status ArgsError(const void* args, size_t needed_size, const char* type_name) {
   if (args == nullptr) return InvalidArgument(std::string("the ") + type_name + " pointer is null");
   size_t given = *static_cast<const size_t*>(args);
-  if (given < needed_size) {
-    return InvalidArgument(std::string(type_name) + ".struct_size is " + std::to_string(given) +
-                           ", too small for the fields this call needs (" + std::to_string(needed_size) +
-                           " bytes); set struct_size to " + type_name + "_STRUCT_SIZE");
+  return InvalidArgument(std::string(type_name) + ".struct_size is " + std::to_string(given) +
+                         ", too small for the fields this call needs (" + std::to_string(needed_size) +
+                         " bytes); set struct_size to " + type_name + "_STRUCT_SIZE");
+}
+
+Status NotLiveHandle(const void* object, uint32_t kind, const char* what) {
+  if (object == nullptr) return InvalidArgument(std::string("`") + what + "` is null");
+  const std::string expected = core::handles::KindName(kind);
+  if (uint32_t live_kind = core::handles::LiveKind(object); live_kind != 0) {
+    return InvalidArgument(std::string("`") + what + "` is a " + core::handles::KindName(live_kind) + ", not a " +
+                           expected);
   }
-  return Status::Ok();
+  return InvalidArgument(std::string("`") + what + "` is not a live " + expected + " (destroyed, or never one)");
 }
 
 NamedValues::NamedValues(const engine::Attributes& attributes) : attributes_(attributes) {

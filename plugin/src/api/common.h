@@ -27,9 +27,23 @@ namespace pjrt_neuron::api {
 
 PJRT_Error* MakeError(const Status& status);
 
-// Runs an entry point body; turns its Status (or a stray C++ exception) into a PJRT_Error
-// whose message starts with the function name.
-PJRT_Error* Run(const char* function, const std::function<Status()>& body);
+// The PJRT_Error of a failed entry point, its message starting with the function name; and the
+// same for a stray C++ exception (called inside a catch block).
+PJRT_Error* ErrorFrom(const char* function, const Status& status);
+PJRT_Error* ErrorFromCurrentException(const char* function);
+
+// Runs an entry point body; turns its Status (or a stray C++ exception) into a PJRT_Error.
+// A template, so the body is inlined: every call of every entry point takes this path.
+template <typename Body>
+inline PJRT_Error* Run(const char* function, Body&& body) {
+  try {
+    Status status = body();
+    if (status.ok()) [[likely]] return nullptr;
+    return ErrorFrom(function, status);
+  } catch (...) {
+    return ErrorFromCurrentException(function);
+  }
+}
 
 // Size of a struct prefix that ends with `field`.
 #define PN_PREFIX_SIZE(Type, field) (offsetof(Type, field) + sizeof(((Type*)nullptr)->field))
@@ -41,7 +55,11 @@ PJRT_Error* Run(const char* function, const std::function<Status()>& body);
 #define PN_REQUIRE_ARGS(args, Type, last_needed_field) \
   PN_RETURN_IF_ERROR(::pjrt_neuron::api::CheckArgs(args, PN_PREFIX_SIZE(Type, last_needed_field), #Type))
 
-Status CheckArgs(const void* args, size_t needed_size, const char* type_name);
+Status ArgsError(const void* args, size_t needed_size, const char* type_name);
+inline Status CheckArgs(const void* args, size_t needed_size, const char* type_name) {
+  if (args != nullptr && *static_cast<const size_t*>(args) >= needed_size) [[likely]] return Status::Ok();
+  return ArgsError(args, needed_size, type_name);
+}
 
 // A caller's enum field as the integer it holds: C lets a caller store any int there, and in C++
 // loading a value outside the enum's range as the enum is undefined (UBSan reports it).
@@ -52,17 +70,15 @@ int64_t RawEnum(const Enum& field) {
   return static_cast<int64_t>(raw);
 }
 
+// Why `object` is not a live handle of `kind`: null, another kind, or none.
+Status NotLiveHandle(const void* object, uint32_t kind, const char* what);
+
 // Turns a handle back into its core object, rejecting null and stale handles.
 template <typename Core, typename Handle>
 StatusOr<Core*> Unwrap(Handle* handle, const char* what) {
   auto* object = reinterpret_cast<Core*>(const_cast<std::remove_const_t<Handle>*>(handle));
-  if (object == nullptr) return InvalidArgument(std::string("`") + what + "` is null");
-  if (core::IsLiveHandle(object)) return object;
-  const std::string expected = core::handles::KindName(Core::kKind);
-  if (uint32_t kind = core::handles::LiveKind(object); kind != 0) {
-    return InvalidArgument(std::string("`") + what + "` is a " + core::handles::KindName(kind) + ", not a " + expected);
-  }
-  return InvalidArgument(std::string("`") + what + "` is not a live " + expected + " (destroyed, or never one)");
+  if (core::IsLiveHandle(object)) [[likely]] return object;
+  return NotLiveHandle(object, Core::kKind, what);
 }
 
 template <typename Handle, typename Core>

@@ -120,7 +120,8 @@ PN_ENTRY(LoadedExecutable_Execute) {
   // Handles are the core objects' addresses (Wrap), so the caller's lists are read in place.
   core::ArgumentLists arguments{reinterpret_cast<core::Buffer* const* const*>(args->argument_lists),
                                 args->num_devices, args->num_args};
-  PN_ASSIGN_OR_RETURN(core::ExecuteResult result, loaded->Execute(arguments, options, only_device));
+  core::ExecuteResult result;
+  PN_RETURN_IF_ERROR(loaded->Execute(arguments, options, only_device, &result));
   for (size_t d = 0; d < result.outputs.size(); ++d) {
     for (size_t o = 0; o < result.outputs[d].size(); ++o) {
       args->output_lists[d][o] = Wrap<PJRT_Buffer>(result.outputs[d][o].release());

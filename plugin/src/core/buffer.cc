@@ -3,9 +3,9 @@
 
 namespace pjrt_neuron::core {
 
-Buffer::Buffer(Device* device, std::unique_ptr<engine::Buffer> buffer, int64_t charged_bytes)
-    : device_(device), buffer_(std::move(buffer)), charged_bytes_(charged_bytes) {
-  memory_ = device_->memory_of_kind(buffer_->memory_kind());
+Buffer::Buffer(Device* device, std::unique_ptr<engine::Buffer> buffer, int64_t charged_bytes, Memory* memory)
+    : device_(device), memory_(memory), buffer_(std::move(buffer)), charged_bytes_(charged_bytes) {
+  if (memory_ == nullptr) memory_ = device_->memory_of_kind(buffer_->memory_kind());
   if (memory_ == nullptr) memory_ = device_->default_memory();
 }
 
@@ -61,6 +61,7 @@ StatusOr<std::unique_ptr<Event>> Buffer::CopyRawToHost(void* dst, int64_t offset
 }
 
 StatusOr<std::unique_ptr<Event>> Buffer::ReadyEvent() {
+  if (ready_ != nullptr) return std::make_unique<Event>(ready_);
   PN_ASSIGN_OR_RETURN(engine::EventRef ready, buffer_->ReadyEvent());
   return std::make_unique<Event>(std::move(ready));
 }

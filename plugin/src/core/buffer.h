@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/block_pool.h"
 #include "common/status.h"
 #include "core/device.h"
 #include "core/tagged.h"
@@ -14,7 +15,7 @@
 
 namespace pjrt_neuron::core {
 
-class Event : public Tagged<0x4e455654> {
+class Event : public Tagged<0x4e455654>, public Pooled<Event> {
  public:
   explicit Event(engine::EventRef event) : event_(std::move(event)) {}
   static std::unique_ptr<Event> Completed(Status status = Status::Ok()) {
@@ -29,10 +30,11 @@ class Event : public Tagged<0x4e455654> {
   engine::EventRef event_;
 };
 
-class Buffer : public Tagged<0x4e425546> {
+class Buffer : public Tagged<0x4e425546>, public Pooled<Buffer> {
  public:
-  // Takes over an engine buffer whose HBM the caller has already charged (`charged_bytes`).
-  Buffer(Device* device, std::unique_ptr<engine::Buffer> buffer, int64_t charged_bytes);
+  // Takes over an engine buffer whose HBM the caller has already charged (`charged_bytes`);
+  // `memory`, when known, is the device's memory of the buffer's kind.
+  Buffer(Device* device, std::unique_ptr<engine::Buffer> buffer, int64_t charged_bytes, Memory* memory = nullptr);
   ~Buffer();
   Device* device() const { return device_; }
   Memory* memory() const { return memory_; }
@@ -48,6 +50,9 @@ class Buffer : public Tagged<0x4e425546> {
   // Copies bytes [offset, offset + size) of the device representation, which must exist.
   StatusOr<std::unique_ptr<Event>> CopyRawToHost(void* dst, int64_t offset, int64_t size);
   StatusOr<std::unique_ptr<Event>> ReadyEvent();
+  // An execution's output in device memory is ready when the execution completes: its ready
+  // event is then the execution's, with no call into the engine.
+  void set_ready_event(engine::EventRef ready) { ready_ = std::move(ready); }
   StatusOr<uintptr_t> UnsafePointer() { return buffer_->UnsafePointer(); }
   Status IncreaseExternalReferenceCount() { return buffer_->IncreaseExternalReferenceCount(); }
   Status DecreaseExternalReferenceCount() { return buffer_->DecreaseExternalReferenceCount(); }
@@ -72,6 +77,7 @@ class Buffer : public Tagged<0x4e425546> {
   Device* device_;
   Memory* memory_;
   std::unique_ptr<engine::Buffer> buffer_;
+  engine::EventRef ready_;  // null: ask the engine
   std::atomic<int64_t> charged_bytes_{0};
   std::atomic<bool> gone_{false};  // deleted or donated, as seen by Delete / IsDeleted
 };

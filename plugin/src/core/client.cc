@@ -241,12 +241,13 @@ StatusOr<std::unique_ptr<Buffer>> Client::Adopt(std::unique_ptr<engine::Buffer> 
   Device* device = DeviceForCore(buffer->core());
   if (device == nullptr) return Internal("the engine produced a buffer on unknown core " + std::to_string(buffer->core()));
   int64_t charged = 0;
-  if (buffer->memory_kind() == "device") {
+  Memory* memory = device->memory_of_kind(buffer->memory_kind());
+  if (memory != nullptr && memory->is_hbm()) {
     PN_ASSIGN_OR_RETURN(size_t size, buffer->OnDeviceSizeInBytes());
     charged = static_cast<int64_t>(size);
     PN_RETURN_IF_ERROR(device->Charge(charged, "an output buffer"));
   }
-  return std::make_unique<Buffer>(device, std::move(buffer), charged);
+  return std::make_unique<Buffer>(device, std::move(buffer), charged, memory);
 }
 
 StatusOr<std::unique_ptr<Buffer>> Client::BufferFromHost(Memory* memory, engine::HostBufferSpec spec,

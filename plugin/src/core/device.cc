@@ -34,7 +34,7 @@ Memory* Device::memory_of_kind(const std::string& kind) const {
 }
 
 MemoryStats Device::memory_stats() const {
-  std::lock_guard<std::mutex> lock(stats_mutex_);
+  std::lock_guard<SpinLock> lock(stats_mutex_);
   return stats_;
 }
 
@@ -49,12 +49,12 @@ Status Device::FitsLocked(int64_t bytes, std::string_view purpose) const {
 }
 
 Status Device::CheckFits(int64_t bytes, std::string_view purpose) const {
-  std::lock_guard<std::mutex> lock(stats_mutex_);
+  std::lock_guard<SpinLock> lock(stats_mutex_);
   return FitsLocked(bytes, purpose);
 }
 
 Status Device::Charge(int64_t bytes, std::string_view purpose) {
-  std::lock_guard<std::mutex> lock(stats_mutex_);
+  std::lock_guard<SpinLock> lock(stats_mutex_);
   PN_RETURN_IF_ERROR(FitsLocked(bytes, purpose));
   stats_.bytes_in_use += bytes;
   stats_.num_allocs += 1;
@@ -64,12 +64,12 @@ Status Device::Charge(int64_t bytes, std::string_view purpose) {
 }
 
 void Device::NotePeak(int64_t transient_bytes) {
-  std::lock_guard<std::mutex> lock(stats_mutex_);
+  std::lock_guard<SpinLock> lock(stats_mutex_);
   stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use + transient_bytes);
 }
 
 void Device::Release(int64_t bytes) {
-  std::lock_guard<std::mutex> lock(stats_mutex_);
+  std::lock_guard<SpinLock> lock(stats_mutex_);
   stats_.bytes_in_use -= bytes;
 }
 

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/spin_lock.h"
 #include "common/status.h"
 #include "core/tagged.h"
 #include "core/topology.h"
@@ -77,7 +78,7 @@ class Device : public Tagged<0x4e444556> {
   bool addressable_ = true;
   std::vector<std::unique_ptr<Memory>> memories_;
   std::vector<Memory*> memory_ptrs_;
-  mutable std::mutex stats_mutex_;
+  mutable SpinLock stats_mutex_;  // taken several times per execution
   MemoryStats stats_;
   Status FitsLocked(int64_t bytes, std::string_view purpose) const;
 };

@@ -22,19 +22,18 @@ StatusOr<std::string> LoadedExecutable::SerializedDeviceAssignment() {
 }
 
 // Graph collection: outputs of the right shapes, never computed.
-StatusOr<ExecuteResult> LoadedExecutable::RecordOnlyResult(const ArgumentLists& args, Device* only_device) {
-  ExecuteResult result;
+Status LoadedExecutable::RecordOnlyResult(const ArgumentLists& args, Device* only_device, ExecuteResult* result) {
   for (size_t d = 0; d < args.size(); ++d) {
     Device* device = only_device != nullptr ? only_device : addressable_devices().at(d);
-    std::vector<std::unique_ptr<Buffer>> outputs;
+    engine::OutputList<std::unique_ptr<Buffer>> outputs;
     for (const engine::OutputShape& shape : engine_executable().outputs()) {
       PN_ASSIGN_OR_RETURN(auto buffer, client_->CreateUninitializedBuffer(device, shape.type, shape.dims));
       outputs.push_back(std::move(buffer));
     }
-    result.outputs.push_back(std::move(outputs));
-    result.completions.push_back(Event::Completed());
+    result->outputs.push_back(std::move(outputs));
+    result->completions.push_back(Event::Completed());
   }
-  return result;
+  return Status::Ok();
 }
 
 void LoadedExecutable::Delete() {
@@ -77,10 +76,10 @@ bool LoadedExecutable::LaunchesMeet() {
   return launches_meet_;
 }
 
-StatusOr<ExecuteResult> LoadedExecutable::Execute(const ArgumentLists& args, const engine::ExecuteOptions& options,
-                                                  Device* only_device) {
+Status LoadedExecutable::Execute(const ArgumentLists& args, const engine::ExecuteOptions& options, Device* only_device,
+                                 ExecuteResult* result) {
   if (deleted_) return FailedPrecondition("the executable has been deleted (PJRT_LoadedExecutable_Delete)");
-  if (record_only_) return RecordOnlyResult(args, only_device);
+  if (record_only_) return RecordOnlyResult(args, only_device, result);
   const auto& devices = addressable_devices();
   if (only_device == nullptr && args.size() != devices.size()) {
     return InvalidArgument("the program runs on " + std::to_string(devices.size()) + " NeuronCore(s) but " +
@@ -91,13 +90,17 @@ StatusOr<ExecuteResult> LoadedExecutable::Execute(const ArgumentLists& args, con
                            std::to_string(args.size()));
   }
   auto target = [&](size_t d) { return only_device != nullptr ? only_device : devices[d]; };
-  std::vector<std::vector<engine::Buffer*>> engine_args(args.size());
+  InlineVector<engine::Buffer*, 32> engine_args;
+  engine_args.reserve(args.size() * args.num_args);
   for (size_t d = 0; d < args.size(); ++d) {
     Device* expected = target(d);
-    engine_args[d].reserve(args.num_args);
+    if (args.num_args > 0) {
+      if (size_t dead = FirstNotLiveHandle(args.lists[d], args.num_args); dead != args.num_args) {
+        return InvalidArgument("argument " + std::to_string(dead) + " is not a live buffer");
+      }
+    }
     for (size_t i = 0; i < args.num_args; ++i) {
       Buffer* b = args.at(d, i);
-      if (!IsLiveHandle(b)) return InvalidArgument("argument " + std::to_string(i) + " is not a live buffer");
       if (b->device()->client() != client_) {
         return InvalidArgument("argument " + std::to_string(i) + " belongs to another client");
       }
@@ -108,7 +111,7 @@ StatusOr<ExecuteResult> LoadedExecutable::Execute(const ArgumentLists& args, con
                                std::to_string(b->device()->id()) + " but the program runs on NeuronCore " +
                                std::to_string(expected->id()) + "; copy it there first");
       }
-      engine_args[d].push_back(&b->engine_buffer());
+      engine_args.push_back(&b->engine_buffer());
     }
   }
   // Outputs and temporaries must fit in each core's HBM before anything runs.
@@ -122,13 +125,15 @@ StatusOr<ExecuteResult> LoadedExecutable::Execute(const ArgumentLists& args, con
   }
   const int64_t start_us = estimate_id_.empty() ? 0 : NowMicros();
   const int64_t profile_start_ns = profiler::Active() ? profiler::NowNs() : 0;
-  auto run = engine_executable().Execute(engine_args, options, only_device != nullptr ? only_device->core() : -1);
-  if (run.ok() && profile_start_ns != 0) {
-    for (size_t d = 0; d < run->completions.size() && d < args.size(); ++d) {
-      profiler::NoteExecution(target(d)->id(), engine_executable().name(), profile_start_ns, run->completions[d]);
+  engine::ExecuteResult run;
+  const Status ran = engine_executable().Execute(engine::ArgumentTable(engine_args.data(), args.size(), args.num_args),
+                                                 options, only_device != nullptr ? only_device->core() : -1, &run);
+  if (ran.ok() && profile_start_ns != 0) {
+    for (size_t d = 0; d < run.completions.size() && d < args.size(); ++d) {
+      profiler::NoteExecution(target(d)->id(), engine_executable().name(), profile_start_ns, run.completions[d]);
     }
   }
-  if (run.ok() && !estimate_id_.empty()) {
+  if (ran.ok() && !estimate_id_.empty()) {
     std::vector<int> device_ids;
     for (size_t d = 0; d < args.size(); ++d) device_ids.push_back(target(d)->id());
     ReportExecution(estimate_id_, device_ids, start_us, NowMicros());
@@ -138,24 +143,24 @@ StatusOr<ExecuteResult> LoadedExecutable::Execute(const ArgumentLists& args, con
       for (size_t i = 0; i < args.num_args; ++i) args.at(d, i)->IsDeleted();  // donated inputs stop counting against HBM
     }
   }
-  if (!run.ok()) return run.status();
+  if (!ran.ok()) return ran;
   if (plan.known) {
     for (size_t d = 0; d < args.size(); ++d) target(d)->NotePeak(plan.transient);
   }
-  ExecuteResult result;
-  result.outputs.reserve(run->outputs.size());
-  for (auto& outputs : run->outputs) {
-    std::vector<std::unique_ptr<Buffer>> wrapped;
-    wrapped.reserve(outputs.size());
-    for (auto& out : outputs) {
+  result->outputs.resize(run.outputs.size());
+  for (size_t d = 0; d < run.outputs.size(); ++d) {
+    auto& wrapped = result->outputs[d];
+    wrapped.reserve(run.outputs[d].size());
+    for (auto& out : run.outputs[d]) {
       PN_ASSIGN_OR_RETURN(auto buffer, client_->Adopt(std::move(out)));
+      // Outputs moved to host memory after the run are ready when their copy is, not before.
+      if (d < run.completions.size() && buffer->memory()->is_hbm()) buffer->set_ready_event(run.completions[d]);
       wrapped.push_back(std::move(buffer));
     }
-    result.outputs.push_back(std::move(wrapped));
   }
-  result.completions.reserve(run->completions.size());
-  for (auto& event : run->completions) result.completions.push_back(std::make_unique<Event>(std::move(event)));
-  return result;
+  result->completions.reserve(run.completions.size());
+  for (auto& event : run.completions) result->completions.push_back(std::make_unique<Event>(std::move(event)));
+  return Status::Ok();
 }
 
 }  // namespace pjrt_neuron::core

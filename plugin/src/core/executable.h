@@ -74,8 +74,8 @@ struct ArgumentLists {
 };
 
 struct ExecuteResult {
-  std::vector<std::vector<std::unique_ptr<Buffer>>> outputs;
-  std::vector<std::unique_ptr<Event>> completions;
+  engine::DeviceList<engine::OutputList<std::unique_ptr<Buffer>>> outputs;  // [device][output]
+  engine::DeviceList<std::unique_ptr<Event>> completions;                  // [device]
 };
 
 class LoadedExecutable : public Tagged<0x4e4c4558> {
@@ -89,8 +89,9 @@ class LoadedExecutable : public Tagged<0x4e4c4558> {
   // The program's device assignment with our device ids (not the engine's).
   StatusOr<std::string> SerializedDeviceAssignment();
   // `only_device` runs a single-device program on that device.
-  StatusOr<ExecuteResult> Execute(const ArgumentLists& args, const engine::ExecuteOptions& options,
-                                  Device* only_device);
+  // Fills `result`, empty on entry.
+  Status Execute(const ArgumentLists& args, const engine::ExecuteOptions& options, Device* only_device,
+                 ExecuteResult* result);
   // After Delete only IsDeleted and destruction are allowed; the engine may not track it.
   void Delete();
   bool IsDeleted() const { return deleted_; }
@@ -111,7 +112,7 @@ class LoadedExecutable : public Tagged<0x4e4c4558> {
   // Whether one-core launches must meet the program's other cores first (launch_gate.h): it
   // runs on several of this client's cores and has collectives. Worked out at the first.
   bool LaunchesMeet();
-  StatusOr<ExecuteResult> RecordOnlyResult(const ArgumentLists& args, Device* only_device);
+  Status RecordOnlyResult(const ArgumentLists& args, Device* only_device, ExecuteResult* result);
   engine::Executable& engine_executable() { return program_->engine_executable(); }
   Client* client_;
   std::shared_ptr<CompiledProgram> program_;

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <vector>
 
+#include "common/spin_lock.h"
 #include "core/tagged.h"
 
 namespace pjrt_neuron::core::handles {
@@ -69,7 +70,10 @@ class Table {
   size_t live_ = 0;
 };
 
-std::mutex mutex;
+// A spin lock, not std::mutex: taken several times per buffer on every execution.
+SpinLock lock;
+using Hold = std::lock_guard<SpinLock>;
+
 Table& Live() {
   static auto* live = new Table();  // outlives static destructors
   return *live;
@@ -78,22 +82,31 @@ Table& Live() {
 }  // namespace
 
 void Register(const void* object, uint32_t kind) {
-  std::lock_guard<std::mutex> lock(mutex);
+  Hold hold(lock);
   Live().Insert(object, kind);
 }
 
 void Unregister(const void* object, uint32_t kind) {
-  std::lock_guard<std::mutex> lock(mutex);
+  Hold hold(lock);
   Live().Erase(object, kind);
 }
 
 bool IsLive(const void* object, uint32_t kind) {
-  std::lock_guard<std::mutex> lock(mutex);
+  Hold hold(lock);
   return Live().Find(object, kind) != 0;
 }
 
+size_t FirstNotLive(const void* const* objects, size_t count, uint32_t kind) {
+  Hold hold(lock);
+  const Table& live = Live();
+  for (size_t i = 0; i < count; ++i) {
+    if (objects[i] == nullptr || live.Find(objects[i], kind) == 0) return i;
+  }
+  return count;
+}
+
 uint32_t LiveKind(const void* object) {
-  std::lock_guard<std::mutex> lock(mutex);
+  Hold hold(lock);
   return Live().Find(object, 0);
 }
 

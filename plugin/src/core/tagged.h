@@ -7,7 +7,9 @@
 // of the same kind is taken for that new object.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 namespace pjrt_neuron::core {
 
@@ -15,6 +17,9 @@ namespace handles {
 void Register(const void* object, uint32_t kind);
 void Unregister(const void* object, uint32_t kind);
 bool IsLive(const void* object, uint32_t kind);
+// The index of the first of `objects` that is not a live `kind` (`count` when all are), checked
+// under one hold of the registry.
+size_t FirstNotLive(const void* const* objects, size_t count, uint32_t kind);
 // A kind that `object` lives as (0 when none), and the PJRT type name of a kind.
 uint32_t LiveKind(const void* object);
 const char* KindName(uint32_t kind);
@@ -29,6 +34,14 @@ class Tagged {
   Tagged& operator=(const Tagged&) { return *this; }
   ~Tagged() { handles::Unregister(this, kTag); }
 };
+
+// The index of the first of `objects` that is not a live T (`count` when all are).
+template <typename T>
+size_t FirstNotLiveHandle(T* const* objects, size_t count) {
+  // The registry holds the Tagged base's address; read as is, the list must hold the same.
+  static_assert(std::is_standard_layout_v<T>, "the Tagged base must sit at the object's address");
+  return handles::FirstNotLive(reinterpret_cast<const void* const*>(objects), count, T::kKind);
+}
 
 // True while `object` (possibly dangling) is a live object of its type. Only the pointer's
 // value is used.

@@ -22,10 +22,37 @@ struct ExecutionPart : GangPart {
   CoreOutputs outputs;                                       // by core, once run
 };
 
-std::vector<Buffer*> Raw(const std::vector<std::shared_ptr<Buffer>>& list) {
-  std::vector<Buffer*> out;
-  for (auto& b : list) out.push_back(b.get());
-  return out;
+// The engine's argument table over one list per core, laid out in one array.
+class FlatArguments {
+ public:
+  Status Add(const std::vector<std::shared_ptr<Buffer>>& list) {
+    if (devices_ > 0 && list.size() != per_device_) {
+      return InvalidArgument("the cores' argument lists differ in length (" + std::to_string(per_device_) + " and " +
+                             std::to_string(list.size()) + ")");
+    }
+    per_device_ = list.size();
+    ++devices_;
+    for (auto& b : list) pointers_.push_back(b.get());
+    return Status::Ok();
+  }
+  engine::ArgumentTable table() const { return engine::ArgumentTable(pointers_.data(), devices_, per_device_); }
+
+ private:
+  std::vector<Buffer*> pointers_;
+  size_t devices_ = 0;
+  size_t per_device_ = 0;
+};
+
+StatusOr<engine::ArgumentTable> OneCore(const std::vector<std::shared_ptr<Buffer>>& list, FlatArguments* flat) {
+  PN_RETURN_IF_ERROR(flat->Add(list));
+  return flat->table();
+}
+
+std::vector<std::unique_ptr<Buffer>> Owned(engine::OutputList<std::unique_ptr<Buffer>>&& outputs) {
+  std::vector<std::unique_ptr<Buffer>> owned;
+  owned.reserve(outputs.size());
+  for (auto& out : outputs) owned.push_back(std::move(out));
+  return owned;
 }
 
 Status AwaitAll(ExecuteResult& run) {
@@ -40,18 +67,22 @@ Status AwaitAll(ExecuteResult& run) {
 Status RunDirectly(ServedExecutable& executable, const std::vector<int>& cores, const ArgumentLists& args,
                    const ExecuteOptions& options, CoreOutputs* outputs) {
   if (cores == executable.cores) {
-    std::vector<std::vector<Buffer*>> all;
-    for (auto& list : args) all.push_back(Raw(list));
-    PN_ASSIGN_OR_RETURN(ExecuteResult run, executable.executable->Execute(all, options, -1));
+    FlatArguments all;
+    for (auto& list : args) PN_RETURN_IF_ERROR(all.Add(list));
+    ExecuteResult run;
+    PN_RETURN_IF_ERROR(executable.executable->Execute(all.table(), options, -1, &run));
     PN_RETURN_IF_ERROR(AwaitAll(run));
-    for (size_t d = 0; d < cores.size(); ++d) (*outputs)[cores[d]] = std::move(run.outputs[d]);
+    for (size_t d = 0; d < cores.size(); ++d) (*outputs)[cores[d]] = Owned(std::move(run.outputs[d]));
     return Status::Ok();
   }
   // No collectives: each core's replica runs on its own, whenever its process asks.
   for (size_t d = 0; d < cores.size(); ++d) {
-    PN_ASSIGN_OR_RETURN(ExecuteResult run, executable.executable->Execute({Raw(args[d])}, options, cores[d]));
+    FlatArguments one;
+    PN_ASSIGN_OR_RETURN(engine::ArgumentTable table, OneCore(args[d], &one));
+    ExecuteResult run;
+    PN_RETURN_IF_ERROR(executable.executable->Execute(table, options, cores[d], &run));
     PN_RETURN_IF_ERROR(AwaitAll(run));
-    (*outputs)[cores[d]] = std::move(run.outputs[0]);
+    (*outputs)[cores[d]] = Owned(std::move(run.outputs[0]));
   }
   return Status::Ok();
 }
@@ -61,14 +92,15 @@ ExecutionPart& PartOf(const ReadyGang& gang, int core) { return static_cast<Exec
 // Every core runs the same program: one engine execution over all of them.
 Status RunGangTogether(const ReadyGang& gang) {
   auto& first = static_cast<ExecutionPart&>(*gang.first);
-  std::vector<std::vector<Buffer*>> all;
-  for (int core : gang.cores) all.push_back(Raw(PartOf(gang, core).args[core]));
-  auto run = first.executable->executable->Execute(all, first.options, -1);
-  Status status = run.ok() ? AwaitAll(*run) : run.status();
+  FlatArguments all;
+  for (int core : gang.cores) PN_RETURN_IF_ERROR(all.Add(PartOf(gang, core).args[core]));
+  ExecuteResult run;
+  Status status = first.executable->executable->Execute(all.table(), first.options, -1, &run);
+  if (status.ok()) status = AwaitAll(run);
   if (!status.ok()) return status;
   for (size_t d = 0; d < gang.cores.size(); ++d) {
     int core = gang.cores[d];
-    PartOf(gang, core).outputs[core] = std::move(run->outputs[d]);
+    PartOf(gang, core).outputs[core] = Owned(std::move(run.outputs[d]));
   }
   return Status::Ok();
 }
@@ -79,27 +111,26 @@ Status RunGangTogether(const ReadyGang& gang) {
 Status RunGangApart(const ReadyGang& gang) {
   ExecuteOptions options = static_cast<ExecutionPart&>(*gang.first).options;
   options.launch_id = gang.launch_id;
-  std::vector<StatusOr<ExecuteResult>> runs;
-  for (size_t d = 0; d < gang.cores.size(); ++d) runs.emplace_back(Status(ErrorCode::kInternal, "not run"));
+  std::vector<ExecuteResult> runs(gang.cores.size());
+  std::vector<Status> statuses(gang.cores.size(), Status(ErrorCode::kInternal, "not run"));
   std::vector<std::thread> threads;
   for (size_t d = 0; d < gang.cores.size(); ++d) {
     threads.emplace_back([&, d] {
       int core = gang.cores[d];
       ExecutionPart& part = PartOf(gang, core);
-      runs[d] = part.executable->executable->Execute({Raw(part.args[core])}, options, core);
-      if (runs[d].ok()) {
-        Status done = AwaitAll(*runs[d]);
-        if (!done.ok()) runs[d] = done;
-      }
+      FlatArguments one;
+      auto table = OneCore(part.args[core], &one);
+      statuses[d] = table.ok() ? part.executable->executable->Execute(*table, options, core, &runs[d]) : table.status();
+      if (statuses[d].ok()) statuses[d] = AwaitAll(runs[d]);
     });
   }
   for (auto& t : threads) t.join();
-  for (auto& run : runs) {
-    if (!run.ok()) return run.status();
+  for (const Status& status : statuses) {
+    if (!status.ok()) return status;
   }
   for (size_t d = 0; d < gang.cores.size(); ++d) {
     int core = gang.cores[d];
-    PartOf(gang, core).outputs[core] = std::move(runs[d]->outputs[0]);
+    PartOf(gang, core).outputs[core] = Owned(std::move(runs[d].outputs[0]));
   }
   return Status::Ok();
 }

@@ -15,6 +15,7 @@
 #include <variant>
 #include <vector>
 
+#include "common/inline_vector.h"
 #include "common/status.h"
 #include "pjrt_c_api.h"
 
@@ -115,9 +116,43 @@ struct ExecuteOptions {
   size_t num_recv_ops = 0;
 };
 
+// One device's arguments, as the caller laid them out.
+class ArgumentRow {
+ public:
+  ArgumentRow(Buffer* const* data, size_t size) : data_(data), size_(size) {}
+  size_t size() const { return size_; }
+  Buffer* operator[](size_t i) const { return data_[i]; }
+  Buffer* const* begin() const { return data_; }
+  Buffer* const* end() const { return data_ + size_; }
+
+ private:
+  Buffer* const* data_;
+  size_t size_;
+};
+
+// An execution's arguments: row d holds device d's, `per_device` of them, in one array.
+class ArgumentTable {
+ public:
+  ArgumentTable(Buffer* const* data, size_t devices, size_t per_device)
+      : data_(data), devices_(devices), per_device_(per_device) {}
+  size_t size() const { return devices_; }
+  ArgumentRow operator[](size_t d) const { return ArgumentRow(data_ + d * per_device_, per_device_); }
+
+ private:
+  Buffer* const* data_;
+  size_t devices_;
+  size_t per_device_;
+};
+
+// Lists sized for the usual run (a few devices, a few outputs) cost no allocation per call.
+template <typename T>
+using DeviceList = InlineVector<T, 2>;
+template <typename T>
+using OutputList = InlineVector<T, 4>;
+
 struct ExecuteResult {
-  std::vector<std::vector<std::unique_ptr<Buffer>>> outputs;  // [device][output]
-  std::vector<EventRef> completions;                           // [device]
+  DeviceList<OutputList<std::unique_ptr<Buffer>>> outputs;  // [device][output]
+  DeviceList<EventRef> completions;                         // [device]
 };
 
 struct ShapeSpec {
@@ -213,8 +248,10 @@ class Executable {
   virtual StatusOr<ProgramText> OptimizedProgram() = 0;
   virtual StatusOr<std::string> SerializedDeviceAssignment() = 0;
   // args[d][i]: argument i on device d of the device assignment; or one list for `only_core`.
-  virtual StatusOr<ExecuteResult> Execute(const std::vector<std::vector<Buffer*>>& args,
-                                          const ExecuteOptions& options, int only_core) = 0;
+  // Fills `result` (empty on entry): written in place, as moving its inline lists costs more
+  // than the rest of what the plugin does per call.
+  virtual Status Execute(const ArgumentTable& args, const ExecuteOptions& options, int only_core,
+                         ExecuteResult* result) = 0;
   virtual void Delete() = 0;
   virtual bool IsDeleted() = 0;
   virtual Native<PJRT_Executable> NativeExecutable() { return {}; }

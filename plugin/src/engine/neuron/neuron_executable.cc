@@ -174,7 +174,7 @@ StatusOr<std::shared_ptr<NeuronExecutable::CoreModel>> NeuronExecutable::ModelOn
                          std::to_string(core) + " alone");
 }
 
-Status NeuronExecutable::Prepare(const CoreModel& model, int core, const std::vector<Buffer*>& args,
+Status NeuronExecutable::Prepare(const CoreModel& model, int core, const ArgumentRow& args,
                                  const ExecuteOptions& options, Run* run) {
   const hlo::EntrySignature& signature = program_.signature;
   const TensorBinding& binding = model.binding;
@@ -239,8 +239,8 @@ Status NeuronExecutable::Prepare(const CoreModel& model, int core, const std::ve
   return Status::Ok();
 }
 
-StatusOr<ExecuteResult> NeuronExecutable::Execute(const std::vector<std::vector<Buffer*>>& args,
-                                                  const ExecuteOptions& options, int only_core) {
+Status NeuronExecutable::Execute(const ArgumentTable& args, const ExecuteOptions& options, int only_core,
+                                ExecuteResult* result) {
   if (runtime_ == nullptr) {
     return FailedPrecondition("'" + program_.name + "' was compiled for a topology and is not loaded; load it first");
   }
@@ -280,18 +280,17 @@ StatusOr<ExecuteResult> NeuronExecutable::Execute(const std::vector<std::vector<
   for (const Run& run : runs) {
     if (!run.status.ok()) return run.status;  // inputs stay: nothing was donated
   }
-  ExecuteResult result;
   for (Run& run : runs) {
     for (NeuronBuffer* donated : run.donated) donated->MarkDonated();
-    std::vector<std::unique_ptr<Buffer>> outputs;
+    OutputList<std::unique_ptr<Buffer>> outputs;
     for (size_t k = 0; k < outputs_.size(); ++k) {
       outputs.push_back(std::make_unique<NeuronBuffer>(runtime_, run.core, "device", outputs_[k].type, outputs_[k].dims,
                                                        output_bytes_[k], run.outputs[k], std::vector<char>()));
     }
-    result.outputs.push_back(std::move(outputs));
-    result.completions.push_back(std::make_shared<CompletedEvent>());
+    result->outputs.push_back(std::move(outputs));
+    result->completions.push_back(std::make_shared<CompletedEvent>());
   }
-  return result;
+  return Status::Ok();
 }
 
 StatusOr<std::string> NeuronExecutable::Fingerprint() {

@@ -38,8 +38,8 @@ class NeuronExecutable : public Executable {
   // As XLA's engines report it (torch-xla accepts only hlo_with_config or mlir here).
   StatusOr<ProgramText> OptimizedProgram() override;
   StatusOr<std::string> SerializedDeviceAssignment() override;
-  StatusOr<ExecuteResult> Execute(const std::vector<std::vector<Buffer*>>& args, const ExecuteOptions& options,
-                                  int only_core) override;
+  Status Execute(const ArgumentTable& args, const ExecuteOptions& options, int only_core,
+                 ExecuteResult* result) override;
   void Delete() override;
   bool IsDeleted() override;
 
@@ -56,7 +56,7 @@ class NeuronExecutable : public Executable {
   Status LoadRanks();
   StatusOr<std::shared_ptr<CoreModel>> LoadOn(int core, int rank, int world);
   StatusOr<std::shared_ptr<CoreModel>> ModelOn(int core);
-  Status Prepare(const CoreModel& model, int core, const std::vector<Buffer*>& args, const ExecuteOptions& options,
+  Status Prepare(const CoreModel& model, int core, const ArgumentRow& args, const ExecuteOptions& options,
                  Run* run);
 
   std::shared_ptr<Runtime> runtime_;

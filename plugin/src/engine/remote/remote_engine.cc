@@ -516,8 +516,8 @@ class RemoteExecutable : public Executable {
     return std::move(reply.program);
   }
 
-  StatusOr<ExecuteResult> Execute(const std::vector<std::vector<Buffer*>>& args, const ExecuteOptions& options,
-                                  int only_core) override {
+  Status Execute(const ArgumentTable& args, const ExecuteOptions& options, int only_core,
+                 ExecuteResult* result) override {
     if (options.num_send_ops > 0 || options.num_recv_ops > 0) {
       return Unimplemented("host send/recv callbacks are not available in multi-process mode");
     }
@@ -530,7 +530,8 @@ class RemoteExecutable : public Executable {
     request.timeout_seconds = peer_timeout_seconds_;
     request.cores = cores;
     std::vector<std::vector<RemoteBuffer*>> remote_args;
-    for (const auto& list : args) {
+    for (size_t d = 0; d < args.size(); ++d) {
+      const ArgumentRow list = args[d];
       std::vector<int64_t> ids;
       std::vector<RemoteBuffer*> buffers;
       for (Buffer* b : list) {
@@ -543,19 +544,18 @@ class RemoteExecutable : public Executable {
     }
     PN_ASSIGN_OR_RETURN(ExecuteReply reply, channel_->Call<ExecuteReply>(request));
     if (reply.cores.size() != cores.size()) return Internal(ExecuteReply::kMalformed);
-    ExecuteResult result;
     for (size_t d = 0; d < cores.size(); ++d) {
-      std::vector<std::unique_ptr<Buffer>> outputs;
+      OutputList<std::unique_ptr<Buffer>> outputs;
       for (BufferInfo& info : reply.cores[d].outputs) {
         outputs.push_back(std::make_unique<RemoteBuffer>(channel_, std::move(info)));
       }
       for (int64_t donated : reply.cores[d].donated) {
         if (donated >= 0 && donated < static_cast<int64_t>(remote_args[d].size())) remote_args[d][donated]->MarkDeleted();
       }
-      result.outputs.push_back(std::move(outputs));
-      result.completions.push_back(std::make_shared<CompletedEvent>());
+      result->outputs.push_back(std::move(outputs));
+      result->completions.push_back(std::make_shared<CompletedEvent>());
     }
-    return result;
+    return Status::Ok();
   }
 
   void Delete() override {

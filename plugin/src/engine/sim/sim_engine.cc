@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/block_pool.h"
 #include "common/settings.h"
 #include "common/tool_process.h"
 #include "engine/sim/compile_helper.h"
@@ -332,9 +333,11 @@ class SimEvent : public Event {
     TakeError(api_, api_->PJRT_Event_Destroy(&args));
   }
   bool IsReady() override {
+    if (ready_.load(std::memory_order_acquire)) return true;  // shared by an execution's outputs: asked often
     INNER_ARGS(PJRT_Event_IsReady_Args, args);
     args.event = event_;
     if (!TakeError(api_, api_->PJRT_Event_IsReady(&args)).ok()) return true;
+    if (args.is_ready) ready_.store(true, std::memory_order_release);
     return args.is_ready;
   }
   Status Await() override {
@@ -368,14 +371,15 @@ class SimEvent : public Event {
  private:
   const PJRT_Api* api_;
   PJRT_Event* event_;
+  std::atomic<bool> ready_{false};
 };
 
 EventRef WrapEvent(const PJRT_Api* api, PJRT_Event* event) {
   if (event == nullptr) return std::make_shared<CompletedEvent>();
-  return std::make_shared<SimEvent>(api, event);
+  return std::allocate_shared<SimEvent>(PoolAllocator<SimEvent>(), api, event);
 }
 
-class SimBuffer : public Buffer {
+class SimBuffer : public Buffer, public Pooled<SimBuffer> {
  public:
   SimBuffer(SimEngine* engine, PJRT_Buffer* buffer);
   // An execution's output: its shape and place are known, so the engine is not asked again.
@@ -619,8 +623,8 @@ class SimExecutable : public Executable {
     return bytes;
   }
 
-  StatusOr<ExecuteResult> Execute(const std::vector<std::vector<Buffer*>>& args, const ExecuteOptions& options,
-                                  int only_core) override;
+  Status Execute(const ArgumentTable& args, const ExecuteOptions& options, int only_core,
+                 ExecuteResult* result) override;
 
   void Delete() override {
     INNER_ARGS(PJRT_LoadedExecutable_Delete_Args, args);
@@ -1013,7 +1017,6 @@ SimBuffer::SimBuffer(SimEngine* engine, PJRT_Buffer* buffer, std::shared_ptr<Out
       buffer_(buffer),
       type_(outputs->shapes[index].type),
       core_(core),
-      memory_kind_(outputs->shapes[index].memory_kind),
       outputs_(std::move(outputs)),
       output_index_(index) {}
 
@@ -1027,6 +1030,7 @@ int SimBuffer::core() {
 }
 
 const std::string& SimBuffer::memory_kind() {
+  if (outputs_ && !outputs_->shapes[output_index_].memory_kind.empty()) return outputs_->shapes[output_index_].memory_kind;
   if (memory_kind_.empty()) {
     INNER_ARGS(PJRT_Buffer_Memory_Args, args);
     args.buffer = buffer_;
@@ -1183,8 +1187,8 @@ StatusOr<std::unique_ptr<TransferManager>> SimEngine::CreateTransferManager(int 
   return std::unique_ptr<TransferManager>(new SimTransferManager(this, args.transfer_manager, shapes.size()));
 }
 
-StatusOr<ExecuteResult> SimExecutable::Execute(const std::vector<std::vector<Buffer*>>& args,
-                                               const ExecuteOptions& options, int only_core) {
+Status SimExecutable::Execute(const ArgumentTable& args, const ExecuteOptions& options, int only_core,
+                              ExecuteResult* result) {
   const size_t num_devices = args.size();
   const size_t num_args = num_devices == 0 ? 0 : args[0].size();
   const size_t num_outputs = outputs_->shapes.size();
@@ -1222,22 +1226,22 @@ StatusOr<ExecuteResult> SimExecutable::Execute(const std::vector<std::vector<Buf
   exec.execute_device = only_core >= 0 ? engine_->device(only_core) : nullptr;
   PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_LoadedExecutable_Execute(&exec)));
 
-  ExecuteResult result;
-  result.outputs.resize(num_devices);
-  result.completions.reserve(num_devices);
+  result->outputs.resize(num_devices);
+  result->completions.reserve(num_devices);
   for (size_t d = 0; d < num_devices; ++d) {
     const int core = only_core >= 0 ? only_core : (d < addressable_cores_.size() ? addressable_cores_[d] : -1);
-    result.outputs[d].reserve(num_outputs);
+    auto& outputs = result->outputs[d];
+    outputs.reserve(num_outputs);
     for (size_t o = 0; o < num_outputs; ++o) {
       PJRT_Buffer* out = output_lists[d][o];
-      result.outputs[d].push_back(core >= 0 ? engine_->WrapOutput(out, outputs_, o, core) : engine_->Wrap(out));
+      outputs.push_back(core >= 0 ? engine_->WrapOutput(out, outputs_, o, core) : engine_->Wrap(out));
       if (o < host_outputs_.size() && host_outputs_[o] && core >= 0) {
-        PN_ASSIGN_OR_RETURN(result.outputs[d][o], result.outputs[d][o]->CopyTo(core, "pinned_host"));
+        PN_ASSIGN_OR_RETURN(outputs[o], outputs[o]->CopyTo(core, "pinned_host"));
       }
     }
-    result.completions.push_back(WrapEvent(api_, events[d]));
+    result->completions.push_back(WrapEvent(api_, events[d]));
   }
-  return result;
+  return Status::Ok();
 }
 
 }  // namespace
