@@ -85,9 +85,7 @@ StatusOr<engine::ExecuteOptions> ReadExecuteOptions(const PJRT_ExecuteOptions* o
       return InvalidArgument("non_donatable_input_indices is null but its count is " +
                              std::to_string(options->num_non_donatable_input_indices));
     }
-    out.non_donatable_input_indices.assign(
-        options->non_donatable_input_indices,
-        options->non_donatable_input_indices + options->num_non_donatable_input_indices);
+    out.non_donatable_input_indices = {options->non_donatable_input_indices, options->num_non_donatable_input_indices};
   }
   return out;
 }

@@ -237,17 +237,53 @@ StatusOr<int64_t> Client::DeviceIdOf(int64_t engine_core) const {
   return device->id();
 }
 
-StatusOr<std::unique_ptr<Buffer>> Client::Adopt(std::unique_ptr<engine::Buffer> buffer) {
-  Device* device = DeviceForCore(buffer->core());
-  if (device == nullptr) return Internal("the engine produced a buffer on unknown core " + std::to_string(buffer->core()));
-  int64_t charged = 0;
-  Memory* memory = device->memory_of_kind(buffer->memory_kind());
-  if (memory != nullptr && memory->is_hbm()) {
-    PN_ASSIGN_OR_RETURN(size_t size, buffer->OnDeviceSizeInBytes());
-    charged = static_cast<int64_t>(size);
-    PN_RETURN_IF_ERROR(device->Charge(charged, "an output buffer"));
+Status Client::AdoptOutputs(engine::OutputList<std::unique_ptr<engine::Buffer>>& outputs,
+                            engine::OutputList<std::unique_ptr<Buffer>>* adopted) {
+  struct Placement {
+    Device* device;
+    Memory* memory;
+    int64_t bytes;  // charged to HBM
+  };
+  InlineVector<Placement, 8> placements;
+  placements.reserve(outputs.size());
+  for (auto& out : outputs) {
+    Device* device = DeviceForCore(out->core());
+    if (device == nullptr) return Internal("the engine produced a buffer on unknown core " + std::to_string(out->core()));
+    Memory* memory = device->memory_of_kind(out->memory_kind());
+    int64_t bytes = 0;
+    if (memory != nullptr && memory->is_hbm()) {
+      PN_ASSIGN_OR_RETURN(size_t size, out->OnDeviceSizeInBytes());
+      bytes = static_cast<int64_t>(size);
+    }
+    placements.push_back(Placement{device, memory, bytes});
   }
-  return std::make_unique<Buffer>(device, std::move(buffer), charged, memory);
+  // One charge per core for all its outputs, so an execution takes each core's lock once.
+  InlineVector<std::pair<Device*, int64_t>, 2> charged;  // undone if a later core is full
+  for (size_t first = 0; first < placements.size(); ++first) {
+    Device* device = placements[first].device;
+    bool seen = false;
+    for (const auto& done : charged) seen = seen || done.first == device;
+    if (seen) continue;
+    int64_t total = 0, largest = 0, count = 0;
+    for (size_t i = first; i < placements.size(); ++i) {
+      if (placements[i].device != device || placements[i].bytes == 0) continue;
+      total += placements[i].bytes;
+      largest = std::max(largest, placements[i].bytes);
+      ++count;
+    }
+    Status fits = device->ChargeMany(total, count, largest, "the execution's output buffers");
+    if (!fits.ok()) {
+      for (const auto& done : charged) done.first->Release(done.second);
+      return fits;
+    }
+    charged.emplace_back(device, total);
+  }
+  adopted->reserve(outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Placement& p = placements[i];
+    adopted->push_back(std::make_unique<Buffer>(p.device, std::move(outputs[i]), p.bytes, p.memory));
+  }
+  return Status::Ok();
 }
 
 StatusOr<std::unique_ptr<Buffer>> Client::BufferFromHost(Memory* memory, engine::HostBufferSpec spec,

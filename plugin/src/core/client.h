@@ -59,7 +59,9 @@ class Client : public Tagged<0x4e434c49> {
   // The engine's device ids for `num_replicas` x `num_partitions`, as our device ids.
   StatusOr<std::vector<int>> DefaultDeviceAssignment(int num_replicas, int num_partitions);
   // Wraps (and charges) an engine buffer the engine produced on one of our cores.
-  StatusOr<std::unique_ptr<Buffer>> Adopt(std::unique_ptr<engine::Buffer> buffer);
+  // Takes over an execution's outputs, their HBM charged first (all or none).
+  Status AdoptOutputs(engine::OutputList<std::unique_ptr<engine::Buffer>>& outputs,
+                      engine::OutputList<std::unique_ptr<Buffer>>* adopted);
   // Our device ids <-> the engine's core numbering, for programs' device assignments.
   StatusOr<int64_t> EngineIdOf(int64_t device_id) const;
   StatusOr<int64_t> DeviceIdOf(int64_t engine_core) const;

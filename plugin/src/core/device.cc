@@ -53,13 +53,16 @@ Status Device::CheckFits(int64_t bytes, std::string_view purpose) const {
   return FitsLocked(bytes, purpose);
 }
 
-Status Device::Charge(int64_t bytes, std::string_view purpose) {
+Status Device::Charge(int64_t bytes, std::string_view purpose) { return ChargeMany(bytes, 1, bytes, purpose); }
+
+Status Device::ChargeMany(int64_t total_bytes, int64_t count, int64_t largest_bytes, std::string_view purpose) {
+  if (count == 0) return Status::Ok();
   std::lock_guard<SpinLock> lock(stats_mutex_);
-  PN_RETURN_IF_ERROR(FitsLocked(bytes, purpose));
-  stats_.bytes_in_use += bytes;
-  stats_.num_allocs += 1;
+  PN_RETURN_IF_ERROR(FitsLocked(total_bytes, purpose));
+  stats_.bytes_in_use += total_bytes;
+  stats_.num_allocs += count;
   stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
-  stats_.largest_alloc_size = std::max(stats_.largest_alloc_size, bytes);
+  stats_.largest_alloc_size = std::max(stats_.largest_alloc_size, largest_bytes);
   return Status::Ok();
 }
 

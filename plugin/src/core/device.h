@@ -65,6 +65,8 @@ class Device : public Tagged<0x4e444556> {
   MemoryStats memory_stats() const;
   // Charges `bytes` of HBM, or fails with RESOURCE_EXHAUSTED saying what is in use.
   Status Charge(int64_t bytes, std::string_view purpose);
+  // `count` allocations of `total_bytes` in all (the largest `largest_bytes`), all or none.
+  Status ChargeMany(int64_t total_bytes, int64_t count, int64_t largest_bytes, std::string_view purpose);
   // Checks that `bytes` more would fit, without charging them.
   Status CheckFits(int64_t bytes, std::string_view purpose) const;
   // Counts transient memory (an execution's temporaries) in the peak only.

@@ -150,12 +150,10 @@ Status LoadedExecutable::Execute(const ArgumentLists& args, const engine::Execut
   result->outputs.resize(run.outputs.size());
   for (size_t d = 0; d < run.outputs.size(); ++d) {
     auto& wrapped = result->outputs[d];
-    wrapped.reserve(run.outputs[d].size());
-    for (auto& out : run.outputs[d]) {
-      PN_ASSIGN_OR_RETURN(auto buffer, client_->Adopt(std::move(out)));
+    PN_RETURN_IF_ERROR(client_->AdoptOutputs(run.outputs[d], &wrapped));
+    for (auto& buffer : wrapped) {
       // Outputs moved to host memory after the run are ready when their copy is, not before.
       if (d < run.completions.size() && buffer->memory()->is_hbm()) buffer->set_ready_event(run.completions[d]);
-      wrapped.push_back(std::move(buffer));
     }
   }
   result->completions.reserve(run.completions.size());

@@ -256,7 +256,8 @@ std::string Dispatcher::Execute(Session& s, const ExecuteRequest& request) {
   if (executable == nullptr) return EncodeReply(InvalidArgument(ExecuteRequest::kMalformed));
   ExecuteOptions options;
   options.launch_id = request.launch_id;
-  options.non_donatable_input_indices = request.non_donatable_input_indices;
+  options.non_donatable_input_indices = {request.non_donatable_input_indices.data(),
+                                         request.non_donatable_input_indices.size()};
   CoreOutputs outputs;
   Status status = executions_.Run(s.world, executable, request.cores, args, options, request.timeout_seconds, &outputs);
   if (!status.ok()) return EncodeReply(status);

@@ -106,9 +106,17 @@ struct OutputShape {
   std::string memory_kind;
 };
 
+// A caller's array of indices, read in place for the duration of a call.
+struct IndexView {
+  const int64_t* data = nullptr;
+  size_t size = 0;
+  const int64_t* begin() const { return data; }
+  const int64_t* end() const { return data + size; }
+};
+
 struct ExecuteOptions {
   int launch_id = 0;
-  std::vector<int64_t> non_donatable_input_indices;
+  IndexView non_donatable_input_indices;
   // Host send/recv callbacks pass through untouched: same ABI on both sides.
   PJRT_SendCallbackInfo** send_callbacks = nullptr;
   PJRT_RecvCallbackInfo** recv_callbacks = nullptr;

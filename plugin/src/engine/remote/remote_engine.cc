@@ -526,7 +526,8 @@ class RemoteExecutable : public Executable {
     ExecuteRequest request;
     request.executable = info_.id;
     request.launch_id = options.launch_id;
-    request.non_donatable_input_indices = options.non_donatable_input_indices;
+    request.non_donatable_input_indices.assign(options.non_donatable_input_indices.begin(),
+                                               options.non_donatable_input_indices.end());
     request.timeout_seconds = peer_timeout_seconds_;
     request.cores = cores;
     std::vector<std::vector<RemoteBuffer*>> remote_args;

@@ -332,8 +332,10 @@ class SimEvent : public Event {
     args.event = event_;
     TakeError(api_, api_->PJRT_Event_Destroy(&args));
   }
+  // An execution's event is shared by its outputs and asked about once per output, so once
+  // the engine has said how it ended, the answer is kept and given without asking again.
   bool IsReady() override {
-    if (ready_.load(std::memory_order_acquire)) return true;  // shared by an execution's outputs: asked often
+    if (ready_.load(std::memory_order_acquire)) return true;
     INNER_ARGS(PJRT_Event_IsReady_Args, args);
     args.event = event_;
     if (!TakeError(api_, api_->PJRT_Event_IsReady(&args)).ok()) return true;
@@ -341,11 +343,22 @@ class SimEvent : public Event {
     return args.is_ready;
   }
   Status Await() override {
+    if (outcome_known_.load(std::memory_order_acquire)) return outcome_;
     INNER_ARGS(PJRT_Event_Await_Args, args);
     args.event = event_;
-    return TakeError(api_, api_->PJRT_Event_Await(&args));
+    Status outcome = TakeError(api_, api_->PJRT_Event_Await(&args));
+    bool unclaimed = false;
+    if (outcome_claimed_.compare_exchange_strong(unclaimed, true)) {
+      outcome_ = outcome;
+      outcome_known_.store(true, std::memory_order_release);
+    }
+    return outcome;
   }
   void OnReady(std::function<void(Status)> done) override {
+    if (IsReady()) {
+      done(Await());
+      return;
+    }
     struct Pending {
       const PJRT_Api* api;
       std::function<void(Status)> done;
@@ -372,6 +385,9 @@ class SimEvent : public Event {
   const PJRT_Api* api_;
   PJRT_Event* event_;
   std::atomic<bool> ready_{false};
+  std::atomic<bool> outcome_claimed_{false};  // one Await writes outcome_
+  std::atomic<bool> outcome_known_{false};
+  Status outcome_;
 };
 
 EventRef WrapEvent(const PJRT_Api* api, PJRT_Event* event) {
@@ -1208,8 +1224,8 @@ Status SimExecutable::Execute(const ArgumentTable& args, const ExecuteOptions& o
   std::memset(&inner_options, 0, sizeof(inner_options));
   inner_options.struct_size = PJRT_ExecuteOptions_STRUCT_SIZE;
   inner_options.launch_id = options.launch_id;
-  inner_options.non_donatable_input_indices = options.non_donatable_input_indices.data();
-  inner_options.num_non_donatable_input_indices = options.non_donatable_input_indices.size();
+  inner_options.non_donatable_input_indices = options.non_donatable_input_indices.data;
+  inner_options.num_non_donatable_input_indices = options.non_donatable_input_indices.size;
   inner_options.send_callbacks = options.send_callbacks;
   inner_options.recv_callbacks = options.recv_callbacks;
   inner_options.num_send_ops = options.num_send_ops;
