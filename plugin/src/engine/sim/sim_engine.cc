@@ -114,6 +114,17 @@ void PrefaultForWrite(void* dst, size_t size) {
   }
 }
 
+// Whether `layout` is the dense major-to-minor layout of a rank-`rank` array (no tiles).
+bool IsDenseDefault(const PJRT_Buffer_MemoryLayout& layout, size_t rank) {
+  if (layout.type != PJRT_Buffer_MemoryLayout_Type_Tiled) return false;
+  const PJRT_Buffer_MemoryLayout_Tiled& tiled = layout.tiled;
+  if (tiled.num_tiles != 0 || tiled.minor_to_major_size != rank) return false;
+  for (size_t i = 0; i < rank; ++i) {
+    if (tiled.minor_to_major[i] != static_cast<int64_t>(rank - 1 - i)) return false;
+  }
+  return true;
+}
+
 // An array of `n` value-initialised Ts, on the stack when n <= N: the per-execution pointer
 // lists, which would otherwise be heap allocations on every call.
 template <typename T, size_t N>
@@ -429,6 +440,10 @@ class SimBuffer : public Buffer, public Pooled<SimBuffer> {
 
   StatusOr<EventRef> ToHost(void* dst, size_t dst_size, const PJRT_Buffer_MemoryLayout* host_layout,
                             size_t* required_size) override {
+    if (dst != nullptr && (host_layout == nullptr || IsDenseDefault(*host_layout, dims().size())) &&
+        CopiedDirectly(dst, dst_size, required_size)) {
+      return EventRef(std::make_shared<CompletedEvent>());
+    }
     INNER_ARGS(PJRT_Buffer_ToHostBuffer_Args, args);
     args.src = buffer_;
     args.host_layout = const_cast<PJRT_Buffer_MemoryLayout*>(host_layout);
@@ -452,6 +467,54 @@ class SimBuffer : public Buffer, public Pooled<SimBuffer> {
   }
 
   StatusOr<std::unique_ptr<Buffer>> CopyTo(int core, const std::string& memory_kind) override;
+
+  // Copies a ready buffer in the dense default layout straight from its memory (simulated HBM
+  // is host memory), held against donation meanwhile. The engine's own copy hands the work to
+  // its thread pool and the caller waits for the hop: 70 us for 4 KiB (profiled). False where
+  // the engine must copy: sub-byte types, a buffer not ready or failed, a tiled or permuted
+  // layout, too small a destination.
+  bool CopiedDirectly(void* dst, size_t dst_size, size_t* required_size) {
+    const size_t element_size = WholeByteElementSize(type_);
+    if (element_size == 0) return false;
+    size_t bytes = element_size;
+    for (int64_t d : dims()) bytes *= static_cast<size_t>(d);
+    if (bytes == 0 || dst_size < bytes || !ReadyWithoutError() || !DenseDefaultLayout()) return false;
+    INNER_ARGS(PJRT_Buffer_IncreaseExternalReferenceCount_Args, hold);
+    hold.buffer = buffer_;
+    if (!TakeError(api_, api_->PJRT_Buffer_IncreaseExternalReferenceCount(&hold)).ok()) return false;
+    INNER_ARGS(PJRT_Buffer_UnsafePointer_Args, pointer);
+    pointer.buffer = buffer_;
+    const bool copied = TakeError(api_, api_->PJRT_Buffer_UnsafePointer(&pointer)).ok() && pointer.buffer_pointer != 0;
+    if (copied) std::memcpy(dst, reinterpret_cast<const void*>(pointer.buffer_pointer), bytes);
+    INNER_ARGS(PJRT_Buffer_DecreaseExternalReferenceCount_Args, release);
+    release.buffer = buffer_;
+    TakeError(api_, api_->PJRT_Buffer_DecreaseExternalReferenceCount(&release));
+    if (copied && required_size != nullptr) *required_size = bytes;
+    return copied;
+  }
+
+  bool ReadyWithoutError() {
+    INNER_ARGS(PJRT_Buffer_ReadyEvent_Args, ready);
+    ready.buffer = buffer_;
+    if (!TakeError(api_, api_->PJRT_Buffer_ReadyEvent(&ready)).ok() || ready.event == nullptr) return false;
+    INNER_ARGS(PJRT_Event_IsReady_Args, is_ready);
+    is_ready.event = ready.event;
+    bool usable = TakeError(api_, api_->PJRT_Event_IsReady(&is_ready)).ok() && is_ready.is_ready;
+    if (usable) {
+      INNER_ARGS(PJRT_Event_Error_Args, error);
+      error.event = ready.event;
+      usable = TakeError(api_, api_->PJRT_Event_Error(&error)).ok();
+    }
+    INNER_ARGS(PJRT_Event_Destroy_Args, destroy);
+    destroy.event = ready.event;
+    TakeError(api_, api_->PJRT_Event_Destroy(&destroy));
+    return usable;
+  }
+
+  bool DenseDefaultLayout() {
+    PJRT_Buffer_MemoryLayout layout;
+    return GetMemoryLayout(&layout).ok() && IsDenseDefault(layout, dims().size());
+  }
 
   StatusOr<EventRef> ReadyEvent() override {
     INNER_ARGS(PJRT_Buffer_ReadyEvent_Args, args);
