@@ -102,6 +102,25 @@ class Channel {
     if (SendFrame(c->fd, EncodeRequest(request))) Give(std::move(c));
   }
 
+  // Sends a one-way request with the next call instead of on its own: the daemon then wakes
+  // once per call, not once more for each buffer released before it. At most kMaxDeferred
+  // wait; the caller defers only small releases, so little daemon memory waits with them.
+  template <typename Request>
+  void Defer(const Request& request) {
+    if (g_forked_child) return;
+    std::string due;
+    {
+      std::lock_guard<std::mutex> lock(deferred_mutex_);
+      AppendFrame(&deferred_, EncodeRequest(request));
+      if (++deferred_count_ < kMaxDeferred) return;
+      due.swap(deferred_);
+      deferred_count_ = 0;
+    }
+    std::unique_ptr<Connection> c = Take();
+    if (c != nullptr && SendFrames(c->fd, due)) Give(std::move(c));
+  }
+  static constexpr int kMaxDeferred = 64;
+
   // Sends a request and decodes its reply (which must hold no views: its bytes are gone).
   template <typename Reply, typename Request>
   StatusOr<Reply> Call(const Request& request) {
@@ -127,7 +146,22 @@ class Channel {
   StatusOr<std::string> CallOn(Connection& c, const std::string& request) {
     std::string reply;
     int pass_fd = c.window_is_new ? c.window.fd() : -1;
-    if (!SendFrame(c.fd, request, pass_fd) || !ReceiveReply(c.fd, &reply)) {
+    std::string frames;
+    {
+      std::lock_guard<std::mutex> lock(deferred_mutex_);
+      frames.swap(deferred_);
+      deferred_count_ = 0;
+    }
+    bool sent;
+    if (frames.empty()) {
+      sent = SendFrame(c.fd, request, pass_fd);
+    } else if (pass_fd >= 0) {  // the descriptor rides on the request's own first bytes
+      sent = SendFrames(c.fd, frames) && SendFrame(c.fd, request, pass_fd);
+    } else {
+      AppendFrame(&frames, request);
+      sent = SendFrames(c.fd, frames);
+    }
+    if (!sent || !ReceiveReply(c.fd, &reply)) {
       close(c.fd);
       c.fd = -1;
       return Gone();
@@ -181,6 +215,9 @@ class Channel {
   int slot_ = -1;
   std::mutex mutex_;
   std::vector<std::unique_ptr<Connection>> idle_;
+  std::mutex deferred_mutex_;
+  std::string deferred_;  // encoded one-way frames, sent before the next call's request
+  int deferred_count_ = 0;
 };
 
 // A reply's bulk bytes: inline in the message, or in the connection's window.
@@ -204,8 +241,14 @@ class RemoteBuffer : public Buffer {
   ~RemoteBuffer() override {
     ReleaseBufferRequest release;
     release.id = info_.id;
-    channel_->Send(release);
+    if (info_.size <= kDeferredReleaseBytes) {
+      channel_->Defer(release);
+    } else {
+      channel_->Send(release);
+    }
   }
+  // Releases of buffers up to this size travel with the next call (Channel::Defer).
+  static constexpr int64_t kDeferredReleaseBytes = 64 << 10;
   int64_t id() const { return info_.id; }
   void MarkDeleted() { deleted_ = true; }
 

@@ -98,6 +98,14 @@ bool SendFrame(int fd, const std::string& payload, int pass_fd) {
   return WriteAll(fd, payload.data() + sent, payload.size() - sent);
 }
 
+void AppendFrame(std::string* frames, const std::string& payload) {
+  uint64_t size = payload.size();
+  frames->append(reinterpret_cast<const char*>(&size), sizeof(size));
+  frames->append(payload);
+}
+
+bool SendFrames(int fd, const std::string& frames) { return WriteAll(fd, frames.data(), frames.size()); }
+
 bool ReceiveFrame(int fd, std::string* payload, int* received_fd) {
   uint64_t size = 0;
   size_t received = 0;

@@ -122,6 +122,9 @@ class Reader {
 // above kMaxFrameBytes. A frame may carry one file descriptor (a connection's new SharedWindow);
 // `received_fd` gets it, or -1.
 bool SendFrame(int fd, const std::string& payload, int pass_fd = -1);
+// Frames encoded ahead (AppendFrame) and sent later in one write (SendFrames).
+void AppendFrame(std::string* frames, const std::string& payload);
+bool SendFrames(int fd, const std::string& frames);
 bool ReceiveFrame(int fd, std::string* payload, int* received_fd = nullptr);
 // A reply on the process's side: like ReceiveFrame without a descriptor, in fewer system calls.
 bool ReceiveReply(int fd, std::string* payload);
