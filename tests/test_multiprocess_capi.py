@@ -94,6 +94,28 @@ def test_program_without_collectives_runs_on_one_process_alone(world):
     np.testing.assert_array_equal(out.to_numpy(), [1.0, 1.0])  # its replica id, as on core 1
 
 
+def test_releases_that_wait_for_the_next_call_keep_every_result_exact(world):
+    # Small buffers' releases travel with the process's next call (at most 64 wait); large
+    # ones go at once. Mixed, and more than 64 in a row, the daemon must read every frame.
+    def rank(index):
+        c = world[index]
+        executable = c.compile(PER_REPLICA, compile_options=TWO_REPLICAS)
+        for round_ in range(3):
+            small = [c.buffer_from_numpy(np.full(2, i, np.float32)) for i in range(150)]
+            large = c.buffer_from_numpy(np.ones(1 << 16, np.float32))  # 256 KiB: released at once
+            for b in small[:100]:
+                b.destroy()
+            large.destroy()
+            for b in small[100:]:
+                b.destroy()
+            x = np.full(2, 10.0 * round_, np.float32)
+            (out,), = executable.execute([c.buffer_from_numpy(x)])
+            np.testing.assert_array_equal(out.to_numpy(), x + index)
+        return True
+
+    assert _run_together([lambda i=i: rank(i) for i in range(2)]) == [True, True]
+
+
 @pytest.fixture
 def impatient_world(plugin_api, monkeypatch):
     # The timeout is read once, when the clients are created; a later change does not count.
