@@ -11,6 +11,10 @@ instructions exactly where wall time on a shared 2-core machine is noisy:
     valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=/tmp/cg.%p \\
         python benchmarks/profile_execute.py --plugin neuron --args 1 --callgrind
     callgrind_annotate --inclusive=no /tmp/cg.<pid>.1 | head -40
+The same for a jitted JAX function (what a JAX user's dispatch costs, framework included), one
+plugin per run, instructions of the calling thread only (the files ending in -01):
+    valgrind --tool=callgrind --separate-threads=yes --instr-atstart=no --callgrind-out-file=/tmp/cgj \\
+        python benchmarks/profile_execute.py --jax --plugin neuron --args 1 --callgrind
 Benchmarks report; they never assert times.
 """
 
@@ -49,6 +53,7 @@ def build_loop() -> ctypes.CDLL:
     subprocess.run(["cc", "-O2", "-shared", "-fPIC", f"-I{pjrt_capi.header_path().parent}",
                     str(HERE / "profile_execute_loop.c"), "-o", str(out)], check=True)
     lib = ctypes.CDLL(str(out))
+    lib.instrument_stop.argtypes = [ctypes.c_char_p]
     lib.run_execute_loop.restype = ctypes.c_double
     lib.run_execute_loop.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
                                      ctypes.c_size_t, ctypes.c_long, ctypes.c_int]
@@ -82,6 +87,35 @@ class Setup:
         return seconds
 
 
+def jax_dispatch(lib, plugin: str, counts, calls: int, callgrind: bool) -> None:
+    """A jitted N-argument function on one plugin's first device, dispatched and awaited."""
+    platform = "neuron" if plugin == "neuron" else "stockcpu"
+    os.environ["JAX_PLATFORMS"] = platform
+    if plugin == "stock":
+        from jax._src import xla_bridge
+        xla_bridge.register_plugin(platform, priority=0, library_path=plugin_path("stock"), options=None)
+    import time
+
+    import jax
+    device = jax.devices(platform)[0]
+    for count in counts:
+        placed = [jax.device_put(np.full((8,), i, np.float32), device) for i in range(count)]
+        jitted = jax.jit(lambda *xs: tuple(x + 1 for x in xs))
+        for _ in range(20):
+            jax.block_until_ready(jitted(*placed))
+        number = calls or max(50, 4000 // count)
+        if callgrind:
+            lib.instrument_start()
+        start = time.perf_counter()
+        for _ in range(number):
+            jax.block_until_ready(jitted(*placed))
+        seconds = (time.perf_counter() - start) / number
+        if callgrind:
+            lib.instrument_stop(f"jax dispatch {count}".encode())
+        print(f"jax dispatch, {plugin}, {count:3d} argument(s): {seconds * 1e6:.2f} us a call over {number} calls",
+              flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--plugin", choices=("both", "neuron", "stock"), default="both")
@@ -90,9 +124,16 @@ def main() -> int:
     parser.add_argument("--iterations", type=int, default=0, help="calls per repeat (default: by argument count)")
     parser.add_argument("--callgrind", action="store_true",
                         help="one instrumented loop per plugin and count (run under valgrind --tool=callgrind)")
+    parser.add_argument("--jax", action="store_true",
+                        help="dispatch a jitted JAX function instead of calling the C API (one plugin a run)")
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     lib = build_loop()
+    if args.jax:
+        if args.plugin == "both":
+            sys.exit("--jax profiles one plugin a run: --plugin neuron or --plugin stock")
+        jax_dispatch(lib, args.plugin, [int(c) for c in args.args.split(",")], args.iterations, args.callgrind)
+        return 0
     names = ("stock", "neuron") if args.plugin == "both" else (args.plugin,)
     for count in (int(c) for c in args.args.split(",")):
         setups = {name: Setup(name, count) for name in names}

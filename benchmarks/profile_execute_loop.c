@@ -83,3 +83,14 @@ double run_execute_loop(const PJRT_Api* api, PJRT_LoadedExecutable* executable, 
   free(outputs);
   return ((end.tv_sec - start.tv_sec) + (end.tv_nsec - start.tv_nsec) * 1e-9) / iterations;
 }
+
+/* For a framework's loop driven from Python (profile_execute.py --jax): instrument between. */
+void instrument_start(void) {
+  CALLGRIND_ZERO_STATS;
+  CALLGRIND_START_INSTRUMENTATION;
+}
+
+void instrument_stop(const char* label) {
+  CALLGRIND_STOP_INSTRUMENTATION;
+  CALLGRIND_DUMP_STATS_AT(label);
+}
