@@ -36,7 +36,7 @@ status=0
 "$PYTHON" -m pytest -q -p no:cacheprovider --capture=sys \
   --deselect tests/test_capi_errors.py::test_output_too_large_for_memory_is_resource_exhausted tests/test_smoke_capi.py tests/test_capi_client.py \
   tests/test_capi_buffers.py tests/test_capi_execute.py tests/test_capi_layout.py tests/test_capi_errors.py \
-  tests/test_multiprocess_capi.py tests/test_daemon_security.py tests/test_jax.py 2>&1 | tee "$REPORTS/../pytest.log" ||
+  tests/test_multiprocess_capi.py tests/test_daemon_security.py tests/test_jax.py tests/test_capi_fast_path.py 2>&1 | tee "$REPORTS/../pytest.log" ||
   status=$?
 unset LD_PRELOAD
 reports=$(( $(find "$REPORTS" -type f | wc -l) + $(grep -c -E "runtime error:|ERROR: AddressSanitizer" "$REPORTS/../pytest.log" || true) ))
