@@ -49,3 +49,11 @@ def client(plugin_api):
 def cpu_api():
     """The stock XLA CPU plugin: the reference our simulated cores must match."""
     return pjrt_capi.Api(pjrt_capi.cpu_plugin_path())
+
+
+@pytest.fixture
+def cpu_client(cpu_api):
+    """A fresh client of the stock XLA CPU plugin (one device), the reference for a test."""
+    c = pjrt_capi.Client(cpu_api)
+    yield c
+    c.close()

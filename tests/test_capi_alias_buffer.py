@@ -28,13 +28,6 @@ def _fulfill(api, client, fulfill, buffer=None, code=P.ErrorCode.OK, message=b""
              error_message_size=len(message), fulfill_alias_buffer_cb=fulfill)
 
 
-@pytest.fixture
-def cpu_client(cpu_api):
-    c = P.Client(cpu_api, {})
-    yield c
-    c.close()
-
-
 def _fulfilled_and_failed(api, client):
     """(the values an alias shows once fulfilled, the error code and message a failed one gives)."""
     memory = client.devices()[0].default_memory

@@ -42,13 +42,6 @@ def _sample(dtype, shape, seed=0):
     return (rng.standard_normal(n) * 4).astype(dtype).reshape(shape)
 
 
-@pytest.fixture
-def cpu_client(cpu_api):
-    c = P.Client(cpu_api)
-    yield c
-    c.close()
-
-
 @pytest.mark.parametrize("dtype,mlir_type", DTYPES)
 def test_outputs_and_uploads_read_back_bit_exact_as_on_the_cpu_plugin(client, cpu_client, dtype, mlir_type):
     x = _sample(dtype, (2, 3, 4))

@@ -66,13 +66,6 @@ class Manager:
         self.call("Destroy")
 
 
-@pytest.fixture
-def cpu_client(cpu_api):
-    c = P.Client(cpu_api, {})
-    yield c
-    c.close()
-
-
 def _bulk_upload(api, client):
     m = Manager(api, client, ARRAYS)
     assert m.call("BufferCount").buffer_count == len(ARRAYS)

@@ -13,6 +13,8 @@ template <typename T, size_t N>
 class InlineVector {
  public:
   InlineVector() = default;
+  // `size` value-initialised elements (null pointers, zeros).
+  explicit InlineVector(size_t size) { resize(size); }
   InlineVector(InlineVector&& other) noexcept { MoveFrom(std::move(other)); }
   InlineVector& operator=(InlineVector&& other) noexcept {
     if (this != &other) {

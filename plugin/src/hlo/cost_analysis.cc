@@ -15,14 +15,7 @@ namespace {
 namespace fields = hlo_fields;
 
 // Fields only the cost analysis reads (xla/service/hlo.proto, xla/xla_data.proto).
-constexpr uint32_t kModuleEntryComputationId = 6;
-constexpr uint32_t kComputationRootId = 6;
-constexpr uint32_t kShapeDimensions = 3;
-constexpr uint32_t kInstructionParameterNumber = 9;
-constexpr uint32_t kInstructionDimensions = 14;
 constexpr uint32_t kInstructionConvolutionDimensionNumbers = 16;
-constexpr uint32_t kInstructionDotDimensionNumbers = 30;
-constexpr uint32_t kDotLhsContracting = 1;          // DotDimensionNumbers
 constexpr uint32_t kConvKernelOutputFeature = 4;    // ConvolutionDimensionNumbers
 constexpr uint32_t kReplicaGroupIds = 1;            // ReplicaGroup.replica_ids
 constexpr uint32_t kDeviceListGroups = 1;           // CollectiveDeviceListProto.replica_groups
@@ -58,7 +51,7 @@ void ReadShape(const std::string& bytes, Shape* shape) {
     if (f.number == fields::kShapeElementType && f.wire_type == kVarint) {
       array.type = static_cast<int>(f.varint);
       tuple = array.type == kTupleElementType;
-    } else if (f.number == kShapeDimensions) {
+    } else if (f.number == fields::kShapeDimensions) {
       ReadInts(f, &array.dims);
     } else if (f.number == fields::kShapeTupleShapes && f.wire_type == kLengthDelimited) {
       ReadShape(f.payload, shape);
@@ -119,16 +112,16 @@ bool ReadInstruction(const std::string& bytes, Instruction* i) {
       case fields::kInstructionOpcode: i->opcode = f.payload; break;
       case fields::kInstructionShape: ReadShape(f.payload, &i->shape); break;
       case fields::kInstructionId: i->id = static_cast<int64_t>(f.varint); break;
-      case kInstructionParameterNumber: i->parameter_number = static_cast<int64_t>(f.varint); break;
+      case fields::kInstructionParameterNumber: i->parameter_number = static_cast<int64_t>(f.varint); break;
       case fields::kInstructionOperandIds: ReadInts(f, &i->operands); break;
       case fields::kInstructionCalledComputations: ReadInts(f, &i->called); break;
-      case kInstructionDimensions: ReadInts(f, &i->dimensions); break;
+      case fields::kInstructionDimensions: ReadInts(f, &i->dimensions); break;
       case fields::kInstructionBackendConfig: i->backend_config = f.payload; break;
-      case kInstructionDotDimensionNumbers: {
+      case fields::kInstructionDotDimensionNumbers: {
         WireReader dot(f.payload);
         Field g;
         while (!dot.done() && dot.Next(&g)) {
-          if (g.number == kDotLhsContracting) ReadInts(g, &i->lhs_contracting);
+          if (g.number == fields::kDotLhsContracting) ReadInts(g, &i->lhs_contracting);
         }
         break;
       }
@@ -171,7 +164,7 @@ Status ReadModule(const std::string& bytes, Module* module) {
   Field f;
   while (!reader.done()) {
     if (!reader.Next(&f)) return malformed;
-    if (f.number == kModuleEntryComputationId && f.wire_type == kVarint) module->entry_id = static_cast<int64_t>(f.varint);
+    if (f.number == fields::kModuleEntryComputationId && f.wire_type == kVarint) module->entry_id = static_cast<int64_t>(f.varint);
     if (f.number != fields::kModuleComputations || f.wire_type != kLengthDelimited) continue;
     Computation computation;
     WireReader inner(f.payload);
@@ -179,7 +172,7 @@ Status ReadModule(const std::string& bytes, Module* module) {
     while (!inner.done()) {
       if (!inner.Next(&g)) return malformed;
       if (g.number == fields::kComputationId && g.wire_type == kVarint) computation.id = static_cast<int64_t>(g.varint);
-      if (g.number == kComputationRootId && g.wire_type == kVarint) computation.root_id = static_cast<int64_t>(g.varint);
+      if (g.number == fields::kComputationRootId && g.wire_type == kVarint) computation.root_id = static_cast<int64_t>(g.varint);
       if (g.number == fields::kComputationInstructions && g.wire_type == kLengthDelimited) {
         Instruction instruction;
         if (!ReadInstruction(g.payload, &instruction)) return malformed;

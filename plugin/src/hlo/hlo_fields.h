@@ -1,5 +1,5 @@
 // Field numbers of XLA's HLO protos (xla/service/hlo.proto, xla/xla_data.proto), read and
-// written with wire_format.h; shared by the compatibility check and the collective rewrite.
+// written with wire_format.h; shared by every reader and rewriter of programs in hlo/.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +40,21 @@ constexpr uint32_t kLiteralS64s = 5;  // LiteralProto
 constexpr uint32_t kMetadataOpName = 2;  // OpMetadata
 constexpr uint32_t kMetadataSourceFile = 3;
 constexpr uint32_t kMetadataSourceLine = 4;
+constexpr uint32_t kModuleEntryName = 2;  // HloModuleProto.entry_computation_name
+constexpr uint32_t kModuleHostProgramShape = 4;  // HloModuleProto.host_program_shape
+constexpr uint32_t kModuleEntryComputationId = 6;  // HloModuleProto.entry_computation_id
+constexpr uint32_t kComputationName = 1;  // HloComputationProto
+constexpr uint32_t kComputationRootId = 6;
+constexpr uint32_t kInstructionParameterNumber = 9;  // HloInstructionProto
+constexpr uint32_t kInstructionDimensions = 14;
+constexpr uint32_t kInstructionDotDimensionNumbers = 30;
+constexpr uint32_t kInstructionFrontendAttributes = 68;
+constexpr uint32_t kShapeDimensions = 3;  // ShapeProto
+constexpr uint32_t kShapeLayout = 5;
+constexpr uint32_t kLayoutMemorySpace = 8;  // LayoutProto
+constexpr uint32_t kProgramShapeParameters = 1;  // ProgramShapeProto
+constexpr uint32_t kProgramShapeResult = 2;
+constexpr uint32_t kDotLhsContracting = 1;  // DotDimensionNumbers
 }  // namespace hlo_fields
 
 constexpr int kTupleElementType = 13;  // xla.PrimitiveType TUPLE

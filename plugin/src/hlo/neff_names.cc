@@ -13,15 +13,8 @@ namespace {
 namespace fields = hlo_fields;
 
 // Field numbers hlo_fields.h does not carry (xla/service/hlo.proto, xla/xla_data.proto).
-constexpr uint32_t kModuleEntryName = 2;
-constexpr uint32_t kModuleEntryId = 6;
 constexpr uint32_t kModuleSchedule = 7;
 constexpr uint32_t kModuleAliases = 8;
-constexpr uint32_t kComputationRootId = 6;
-constexpr uint32_t kComputationName = 1;
-constexpr uint32_t kInstructionParameterNumber = 9;
-constexpr uint32_t kInstructionFrontendAttributes = 68;
-constexpr uint32_t kShapeDimensions = 3;
 constexpr uint32_t kAliasEntries = 1;  // HloInputOutputAliasProto
 constexpr uint32_t kAliasOutputIndex = 1;
 constexpr uint32_t kAliasParameter = 2;
@@ -66,7 +59,7 @@ bool ReadShapeTree(const std::string& bytes, ShapeTree* shape, int depth = 0) {
   while (!reader.done()) {
     if (!reader.Next(&f)) return false;
     if (f.number == fields::kShapeElementType && f.wire_type == kVarint) shape->element_type = static_cast<int>(f.varint);
-    if (f.number == kShapeDimensions && !AppendInts(f, &shape->dims)) return false;
+    if (f.number == fields::kShapeDimensions && !AppendInts(f, &shape->dims)) return false;
     if (f.number == fields::kShapeTupleShapes && f.wire_type == kLengthDelimited) {
       shape->elements.emplace_back();
       if (!ReadShapeTree(f.payload, &shape->elements.back(), depth + 1)) return false;
@@ -126,7 +119,7 @@ bool ReadInstruction(const std::string& bytes, Instruction* instruction) {
         if (!ReadShapeTree(f.payload, &instruction->shape)) return false;
         break;
       case fields::kInstructionId: instruction->id = static_cast<int64_t>(f.varint); break;
-      case kInstructionParameterNumber: instruction->parameter_number = static_cast<int64_t>(f.varint); break;
+      case fields::kInstructionParameterNumber: instruction->parameter_number = static_cast<int64_t>(f.varint); break;
       case fields::kInstructionOperandIds:
         if (!AppendInts(f, &instruction->operand_ids)) return false;
         break;
@@ -156,12 +149,12 @@ bool ReadComputation(const std::string& bytes, Computation* computation) {
       if (!ReadInstruction(f.payload, &computation->instructions.back())) return false;
       continue;
     }
-    if (f.number == kComputationRootId && f.wire_type == kVarint) {
+    if (f.number == fields::kComputationRootId && f.wire_type == kVarint) {
       computation->has_root = true;
       computation->root_id = static_cast<int64_t>(f.varint);
       continue;
     }
-    if (f.number == kComputationName) computation->name = f.payload;
+    if (f.number == fields::kComputationName) computation->name = f.payload;
     if (f.number == fields::kComputationId && f.wire_type == kVarint) computation->id = static_cast<int64_t>(f.varint);
     computation->fields.push_back(f);
   }
@@ -191,8 +184,8 @@ Status ReadModule(const std::string& bytes, Module* module) {
       module->computation_field.push_back(module->fields.size());
     }
     if (f.number == fields::kModuleName && f.wire_type == kLengthDelimited) module->name = f.payload;
-    if (f.number == kModuleEntryName && f.wire_type == kLengthDelimited) entry_name = f.payload;
-    if (f.number == kModuleEntryId && f.wire_type == kVarint) {
+    if (f.number == fields::kModuleEntryName && f.wire_type == kLengthDelimited) entry_name = f.payload;
+    if (f.number == fields::kModuleEntryComputationId && f.wire_type == kVarint) {
       has_entry_id = true;
       entry_id = static_cast<int64_t>(f.varint);
     }
@@ -276,7 +269,7 @@ Status ReadSignature(const Module& module, EntrySignature* signature) {
 std::string WithAttribute(const std::vector<Field>& instruction_fields, const char* key, const std::string& value) {
   std::string attributes;
   for (const Field& f : instruction_fields) {
-    if (f.number != kInstructionFrontendAttributes) continue;
+    if (f.number != fields::kInstructionFrontendAttributes) continue;
     WireReader reader(f.payload);
     Field entry;
     while (!reader.done() && reader.Next(&entry)) {
@@ -300,7 +293,7 @@ std::string WriteInstruction(const Instruction& instruction, const char* key, co
                              const std::vector<int64_t>* new_operands) {
   std::string out;
   for (const Field& f : instruction.fields) {
-    if (f.number == kInstructionFrontendAttributes && key != nullptr) continue;
+    if (f.number == fields::kInstructionFrontendAttributes && key != nullptr) continue;
     if (f.number == fields::kInstructionOperandIds && new_operands != nullptr) continue;
     out += f.raw;
   }
@@ -309,7 +302,7 @@ std::string WriteInstruction(const Instruction& instruction, const char* key, co
     for (int64_t id : *new_operands) AppendVarint(&packed, static_cast<uint64_t>(id));
     AppendBytesField(&out, fields::kInstructionOperandIds, packed);
   }
-  if (key != nullptr) AppendBytesField(&out, kInstructionFrontendAttributes, WithAttribute(instruction.fields, key, value));
+  if (key != nullptr) AppendBytesField(&out, fields::kInstructionFrontendAttributes, WithAttribute(instruction.fields, key, value));
   return out;
 }
 
@@ -390,7 +383,7 @@ std::string RewriteEntry(const Computation& entry, size_t num_outputs, int64_t* 
                      WriteInstruction(instruction, kOutputAttribute, OutputNames(num_outputs),
                                       changed ? &operands : nullptr));
   }
-  AppendVarintField(&out, kComputationRootId, static_cast<uint64_t>(root_id));
+  AppendVarintField(&out, fields::kComputationRootId, static_cast<uint64_t>(root_id));
   return out;
 }
 

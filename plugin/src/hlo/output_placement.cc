@@ -10,15 +10,6 @@ namespace pjrt_neuron::hlo {
 namespace {
 
 namespace fields = hlo_fields;
-constexpr uint32_t kModuleEntryName = 2;        // HloModuleProto.entry_computation_name
-constexpr uint32_t kModuleHostProgramShape = 4;
-constexpr uint32_t kComputationName = 1;        // HloComputationProto
-constexpr uint32_t kComputationRootId = 6;
-constexpr uint32_t kInstructionFrontendAttributes = 68;
-constexpr uint32_t kProgramShapeParameters = 1;  // ProgramShapeProto
-constexpr uint32_t kProgramShapeResult = 2;
-constexpr uint32_t kShapeLayout = 5;             // ShapeProto
-constexpr uint32_t kLayoutMemorySpace = 8;       // LayoutProto
 constexpr char kPlacementAttribute[] = "_xla_buffer_placement";
 
 struct Instruction {
@@ -71,7 +62,7 @@ bool Read(const std::string& bytes, Instruction* out) {
         out->operands.push_back(static_cast<int64_t>(f.varint));
       }
     }
-    if (f.number == kInstructionFrontendAttributes) out->placement = Attribute(f.payload, kPlacementAttribute);
+    if (f.number == fields::kInstructionFrontendAttributes) out->placement = Attribute(f.payload, kPlacementAttribute);
   }
   return true;
 }
@@ -114,14 +105,14 @@ std::string WithoutMemorySpaces(const std::string& shape) {
   while (!reader.done() && reader.Next(&f)) {
     if (f.number == fields::kShapeTupleShapes) {
       AppendBytesField(&out, fields::kShapeTupleShapes, WithoutMemorySpaces(f.payload));
-    } else if (f.number == kShapeLayout) {
+    } else if (f.number == fields::kShapeLayout) {
       std::string layout;
       WireReader layout_reader(f.payload);
       Field g;
       while (!layout_reader.done() && layout_reader.Next(&g)) {
-        if (g.number != kLayoutMemorySpace) layout += g.raw;
+        if (g.number != fields::kLayoutMemorySpace) layout += g.raw;
       }
-      AppendBytesField(&out, kShapeLayout, layout);
+      AppendBytesField(&out, fields::kShapeLayout, layout);
     } else {
       out += f.raw;
     }
@@ -134,7 +125,7 @@ std::string ProgramShapeWithoutMemorySpaces(const std::string& program_shape) {
   WireReader reader(program_shape);
   Field f;
   while (!reader.done() && reader.Next(&f)) {
-    if (f.number == kProgramShapeParameters || f.number == kProgramShapeResult) {
+    if (f.number == fields::kProgramShapeParameters || f.number == fields::kProgramShapeResult) {
       AppendBytesField(&out, f.number, WithoutMemorySpaces(f.payload));
     } else {
       out += f.raw;
@@ -153,15 +144,15 @@ StatusOr<PlacedOutputs> StripOutputPlacements(const std::string& module) {
     Field f;
     while (!reader.done()) {
       if (!reader.Next(&f)) return InvalidArgument("the program is not a readable HloModuleProto");
-      if (f.number == kModuleEntryName) entry_name = f.payload;
+      if (f.number == fields::kModuleEntryName) entry_name = f.payload;
       module_fields.push_back(f);
     }
   }
   PlacedOutputs placed;
   std::string out;
   for (const Field& f : module_fields) {
-    if (f.number == kModuleHostProgramShape) {
-      AppendBytesField(&out, kModuleHostProgramShape, ProgramShapeWithoutMemorySpaces(f.payload));
+    if (f.number == fields::kModuleHostProgramShape) {
+      AppendBytesField(&out, fields::kModuleHostProgramShape, ProgramShapeWithoutMemorySpaces(f.payload));
       continue;
     }
     if (f.number != fields::kModuleComputations) {
@@ -176,8 +167,8 @@ StatusOr<PlacedOutputs> StripOutputPlacements(const std::string& module) {
     Field g;
     while (!reader.done()) {
       if (!reader.Next(&g)) return InvalidArgument("the program has an unreadable computation");
-      if (g.number == kComputationName) name = g.payload;
-      if (g.number == kComputationRootId) root = static_cast<int64_t>(g.varint);
+      if (g.number == fields::kComputationName) name = g.payload;
+      if (g.number == fields::kComputationRootId) root = static_cast<int64_t>(g.varint);
       if (g.number == fields::kComputationInstructions) {
         Instruction instruction;
         if (!Read(g.payload, &instruction)) return InvalidArgument("the program has an unreadable instruction");
@@ -212,9 +203,9 @@ StatusOr<PlacedOutputs> StripOutputPlacements(const std::string& module) {
     }
     std::string computation;
     for (const Field& c : computation_fields) {
-      if (c.number == kComputationRootId) {
+      if (c.number == fields::kComputationRootId) {
         auto found = replaced.find(root);
-        AppendVarintField(&computation, kComputationRootId,
+        AppendVarintField(&computation, fields::kComputationRootId,
                           static_cast<uint64_t>(found != replaced.end() ? found->second : root));
       } else if (c.number == fields::kComputationInstructions) {
         Instruction i;

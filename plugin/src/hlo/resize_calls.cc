@@ -16,14 +16,9 @@ namespace fields = hlo_fields;
 
 // Field numbers used only here (xla/service/hlo.proto, xla/xla_data.proto).
 constexpr uint32_t kInstructionLiteral = 8;
-constexpr uint32_t kInstructionDimensions = 14;
-constexpr uint32_t kInstructionDotDimensionNumbers = 30;
-constexpr uint32_t kShapeDimensions = 3;
-constexpr uint32_t kShapeLayout = 5;
 constexpr uint32_t kLayoutMinorToMajor = 1;
 constexpr uint32_t kLiteralShape = 1;
 constexpr uint32_t kLiteralF32s = 8;
-constexpr uint32_t kDotLhsContracting = 1;
 constexpr uint32_t kDotRhsContracting = 2;
 
 constexpr int kF16 = 10, kF32 = 11, kBF16 = 16;
@@ -51,7 +46,7 @@ bool ReadShape(const std::string& bytes, Shape* shape) {
   while (!reader.done()) {
     if (!reader.Next(&f)) return false;
     if (f.number == fields::kShapeElementType && f.wire_type == kVarint) shape->element_type = static_cast<int>(f.varint);
-    if (f.number == kShapeDimensions) ReadVarints(f, &shape->dims);
+    if (f.number == fields::kShapeDimensions) ReadVarints(f, &shape->dims);
   }
   return true;
 }
@@ -66,12 +61,12 @@ std::string Packed(const std::vector<int64_t>& values) {
 std::string ShapeBytes(int element_type, const std::vector<int64_t>& dims) {
   std::string out;
   AppendVarintField(&out, fields::kShapeElementType, static_cast<uint64_t>(element_type));
-  AppendBytesField(&out, kShapeDimensions, Packed(dims));
+  AppendBytesField(&out, fields::kShapeDimensions, Packed(dims));
   std::vector<int64_t> minor_to_major;
   for (int64_t d = static_cast<int64_t>(dims.size()) - 1; d >= 0; --d) minor_to_major.push_back(d);
   std::string layout;
   AppendBytesField(&layout, kLayoutMinorToMajor, Packed(minor_to_major));
-  AppendBytesField(&out, kShapeLayout, layout);
+  AppendBytesField(&out, fields::kShapeLayout, layout);
   return out;
 }
 
@@ -144,9 +139,9 @@ std::string WeightsLiteral(const std::vector<float>& w, int64_t rows, int64_t co
 
 std::string DotOverAxis1() {
   std::string numbers, extra;
-  AppendBytesField(&numbers, kDotLhsContracting, Packed({1}));
+  AppendBytesField(&numbers, fields::kDotLhsContracting, Packed({1}));
   AppendBytesField(&numbers, kDotRhsContracting, Packed({1}));
-  AppendBytesField(&extra, kInstructionDotDimensionNumbers, numbers);
+  AppendBytesField(&extra, fields::kInstructionDotDimensionNumbers, numbers);
   return extra;
 }
 
@@ -224,7 +219,7 @@ StatusOr<std::vector<std::string>> Lower(const ResizeCall& call, const std::stri
   int64_t d2 = emit({name + ".resize_axis2", "dot", ShapeBytes(kF32, {n, c, r1, r2}), (*next_id)++, {d1, w2},
                      DotOverAxis1()});
   std::string permutation;
-  AppendBytesField(&permutation, kInstructionDimensions, Packed({0, 2, 3, 1}));
+  AppendBytesField(&permutation, fields::kInstructionDimensions, Packed({0, 2, 3, 1}));
   if (type == kF32) {
     emit({name, "transpose", shape_bytes, id, {d2}, permutation});
   } else {

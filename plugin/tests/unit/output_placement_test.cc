@@ -73,30 +73,12 @@ std::string Module() {
   return module;
 }
 
-// name -> (opcode, operand ids) of the module's instructions.
+// name -> operand ids of the module's instructions.
 std::map<std::string, std::vector<int64_t>> Operands(const std::string& module) {
   std::map<std::string, std::vector<int64_t>> out;
-  WireReader m(module);
-  Field f;
-  while (!m.done() && m.Next(&f)) {
-    if (f.number != proto::kModuleComputations) continue;
-    WireReader c(f.payload);
-    Field g;
-    while (!c.done() && c.Next(&g)) {
-      if (g.number != proto::kComputationInstructions) continue;
-      std::string name;
-      std::vector<int64_t> ids;
-      WireReader i(g.payload);
-      Field h;
-      while (!i.done() && i.Next(&h)) {
-        if (h.number == proto::kInstructionName) name = h.payload;
-        if (h.number == proto::kInstructionOperandIds) {
-          WireReader packed(h.payload);
-          uint64_t id;
-          while (!packed.done() && packed.Varint(&id)) ids.push_back(static_cast<int64_t>(id));
-        }
-      }
-      out[name] = ids;
+  for (const testing::TestComputation& computation : testing::ReadModule(module)) {
+    for (const testing::TestInstruction& instruction : computation.instructions) {
+      out[instruction.name] = instruction.operand_ids;
     }
   }
   return out;

@@ -234,7 +234,16 @@ Status MultiProcessOnly(const std::string& what) {
   return Unimplemented(what + " is not available in multi-process mode: the buffer lives in the instance daemon");
 }
 
-class RemoteBuffer : public Buffer {
+// A buffer whose memory is in the instance daemon: what needs its address is refused.
+class DaemonHeldBuffer : public Buffer {
+ public:
+  StatusOr<uintptr_t> UnsafePointer() override { return MultiProcessOnly("a raw device pointer"); }
+  Status IncreaseExternalReferenceCount() override { return MultiProcessOnly("an external reference"); }
+  Status DecreaseExternalReferenceCount() override { return MultiProcessOnly("an external reference"); }
+  StatusOr<void*> OpaqueDeviceMemoryPointer() override { return MultiProcessOnly("a device memory pointer"); }
+};
+
+class RemoteBuffer : public DaemonHeldBuffer {
  public:
   RemoteBuffer(std::shared_ptr<Channel> channel, BufferInfo info)
       : channel_(std::move(channel)), info_(std::move(info)) {}
@@ -329,10 +338,6 @@ class RemoteBuffer : public Buffer {
     channel_->Call<EmptyReply>(request);
   }
   bool IsDeleted() override { return deleted_; }
-  StatusOr<uintptr_t> UnsafePointer() override { return MultiProcessOnly("a raw device pointer"); }
-  Status IncreaseExternalReferenceCount() override { return MultiProcessOnly("an external reference"); }
-  Status DecreaseExternalReferenceCount() override { return MultiProcessOnly("an external reference"); }
-  StatusOr<void*> OpaqueDeviceMemoryPointer() override { return MultiProcessOnly("a device memory pointer"); }
 
  private:
   std::shared_ptr<Channel> channel_;
@@ -362,7 +367,7 @@ struct PendingFill {
   }
 };
 
-class FilledRemoteBuffer : public Buffer {
+class FilledRemoteBuffer : public DaemonHeldBuffer {
  public:
   FilledRemoteBuffer(std::shared_ptr<PendingFill> fill, int core, std::string memory_kind, PJRT_Buffer_Type type,
                      std::vector<int64_t> dims, size_t size)
@@ -411,10 +416,6 @@ class FilledRemoteBuffer : public Buffer {
     auto buffer = fill_->Filled(core_);
     return buffer.ok() && buffer.value()->IsDeleted();  // donated to an execution
   }
-  StatusOr<uintptr_t> UnsafePointer() override { return MultiProcessOnly("a raw device pointer"); }
-  Status IncreaseExternalReferenceCount() override { return MultiProcessOnly("an external reference"); }
-  Status DecreaseExternalReferenceCount() override { return MultiProcessOnly("an external reference"); }
-  StatusOr<void*> OpaqueDeviceMemoryPointer() override { return MultiProcessOnly("a device memory pointer"); }
 
  private:
   std::shared_ptr<PendingFill> fill_;

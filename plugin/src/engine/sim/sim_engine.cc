@@ -125,27 +125,6 @@ bool IsDenseDefault(const PJRT_Buffer_MemoryLayout& layout, size_t rank) {
   return true;
 }
 
-// An array of `n` value-initialised Ts, on the stack when n <= N: the per-execution pointer
-// lists, which would otherwise be heap allocations on every call.
-template <typename T, size_t N>
-class Scratch {
- public:
-  explicit Scratch(size_t n) {
-    if (n > N) {
-      heap_ = std::make_unique<T[]>(n);
-      data_ = heap_.get();
-    }
-    std::fill_n(data_, n, T{});
-  }
-  T* data() { return data_; }
-  T& operator[](size_t i) { return data_[i]; }
-
- private:
-  T inline_[N];
-  std::unique_ptr<T[]> heap_;
-  T* data_ = inline_;
-};
-
 // A program's outputs: their shapes, and their on-device sizes once the engine has told one
 // execution's (the same for every execution). Shared with output buffers, which may outlive
 // the executable.
@@ -1271,11 +1250,11 @@ Status SimExecutable::Execute(const ArgumentTable& args, const ExecuteOptions& o
   const size_t num_devices = args.size();
   const size_t num_args = num_devices == 0 ? 0 : args[0].size();
   const size_t num_outputs = outputs_->shapes.size();
-  Scratch<PJRT_Buffer*, 32> inner_args(num_devices * num_args);
-  Scratch<PJRT_Buffer* const*, 4> arg_lists(num_devices);
-  Scratch<PJRT_Buffer*, 32> inner_outputs(num_devices * num_outputs);
-  Scratch<PJRT_Buffer**, 4> output_lists(num_devices);
-  Scratch<PJRT_Event*, 4> events(num_devices);
+  InlineVector<PJRT_Buffer*, 32> inner_args(num_devices * num_args);
+  InlineVector<PJRT_Buffer* const*, 4> arg_lists(num_devices);
+  InlineVector<PJRT_Buffer*, 32> inner_outputs(num_devices * num_outputs);
+  InlineVector<PJRT_Buffer**, 4> output_lists(num_devices);
+  InlineVector<PJRT_Event*, 4> events(num_devices);
   for (size_t d = 0; d < num_devices; ++d) {
     PJRT_Buffer** row = inner_args.data() + d * num_args;
     for (size_t i = 0; i < num_args; ++i) row[i] = static_cast<SimBuffer*>(args[d][i])->inner();
