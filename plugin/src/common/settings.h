@@ -77,6 +77,8 @@ enum class Id {
   kNeuronCcFlags,
   kLibraryPath,
   kTorchPlugin,
+  kTorchDevice,
+  kTorchFallback,
   kXdist,
   kCompileIsolation,
 };

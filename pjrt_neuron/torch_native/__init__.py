@@ -1,0 +1,80 @@
+"""PyTorch's device `neuron` on this plugin, for current PyTorch (2.10 and later) without torch-xla.
+
+`import torch` calls `autoload` through the `torch.backends` entry point, which names the
+PrivateUse1 backend `neuron`, registers `torch.neuron` and the factory kernels, and nothing more:
+the plugin's client (which claims NeuronCores) starts at the first tensor on the device.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import warnings
+
+MINIMUM_TORCH = (2, 10)
+_registered = False
+
+
+def _torch_version() -> tuple[int, int]:
+    import torch
+
+    major, minor = torch.__version__.split("+")[0].split(".")[:2]
+    return int(major), int(minor)
+
+
+def _owner() -> str | None:
+    """Why pjrt-neuron leaves the name `neuron` alone, or None when it takes it."""
+    from pjrt_neuron import config
+
+    choice = config._value("PJRT_NEURON_TORCH_DEVICE")
+    if choice == "off":
+        return "PJRT_NEURON_TORCH_DEVICE=off"
+    if _torch_version() < MINIMUM_TORCH:
+        return f"torch {_torch_version()} is older than 2.10 (use torch-xla's PJRT_DEVICE=NEURON there)"
+    if choice == "auto" and importlib.util.find_spec("torch_neuronx") is not None:
+        return "AWS's torch-neuronx is installed and owns `neuron` (PJRT_NEURON_TORCH_DEVICE=pjrt-neuron takes it)"
+    return None
+
+
+def autoload() -> None:
+    """The `torch.backends` entry point: registers the device unless something else owns it."""
+    if _owner() is None:
+        register()
+
+
+def register() -> None:
+    global _registered
+    if _registered:
+        return
+    import torch
+    from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
+
+    current = torch._C._get_privateuse1_backend_name()
+    if current not in ("privateuseone", "neuron"):
+        warnings.warn(f"pjrt-neuron: PyTorch's PrivateUse1 device is already named {current!r}; "
+                      "the `neuron` device is not registered")
+        return
+    from pjrt_neuron.torch_native import _module
+    from pjrt_neuron.torch_native._dispatch import factory_empty
+
+    if current == "privateuseone":
+        _setup_privateuseone_for_python_backend("neuron", backend_module=_module)
+    library = torch.library.Library("aten", "IMPL")
+
+    def empty_memory_format(size, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+        return factory_empty(size, None, dtype, device if device is not None else _current())
+
+    def empty_strided(size, stride, *, dtype=None, layout=None, device=None, pin_memory=None):
+        return factory_empty(size, stride, dtype, device if device is not None else _current())
+
+    library.impl("empty.memory_format", empty_memory_format, "PrivateUse1")
+    library.impl("empty_strided", empty_strided, "PrivateUse1")
+    register._library = library  # registrations live as long as the Library object
+    _registered = True
+
+
+def _current():
+    import torch
+
+    from pjrt_neuron.torch_native import _module
+
+    return torch.device("neuron", _module.current_device())

@@ -1,0 +1,334 @@
+"""Every ATen op on neuron tensors arrives here (NeuronTensor.__torch_dispatch__, and the factory
+kernels registered for the PrivateUse1 key): views share storage, transfers cross the host, random
+ops draw from the device's generator, and every other op runs as a program lowered once per
+(op, shapes, dtypes, attributes)."""
+
+from __future__ import annotations
+
+import threading
+import warnings
+
+import torch
+
+from pjrt_neuron import config
+from pjrt_neuron.torch_native import _lowering, _random
+from pjrt_neuron.torch_native._lowering import Slot, Unsupported, fill
+from pjrt_neuron.torch_native._runtime import check_dtype, runtime
+from pjrt_neuron.torch_native._storage import NeuronTensor, assign, empty, storage_of, value, wrap
+
+aten = torch.ops.aten
+_programs: dict = {}
+_refusals: dict = {}
+_warned_fallbacks: set = set()
+_lock = threading.Lock()
+
+
+def _describe(obj, tensors: list):
+    """A hashable description of an argument, with its tensors replaced by Slots (collected)."""
+    if isinstance(obj, torch.Tensor):
+        tensors.append(obj)
+        return Slot(len(tensors) - 1)
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_describe(v, tensors) for v in obj)
+    return obj
+
+
+def _key_of(obj):
+    if isinstance(obj, Slot):
+        return ("slot", obj.number)
+    if isinstance(obj, (list, tuple)):
+        return tuple(_key_of(v) for v in obj)
+    if isinstance(obj, float):
+        return ("float", obj if obj == obj else "nan")
+    return obj
+
+
+def _device_index(tensors: list, func) -> int:
+    """The one NeuronCore the op runs on; a CPU tensor with dimensions is refused as CUDA does."""
+    index, other = None, None
+    for t in tensors:
+        if isinstance(t, NeuronTensor):
+            if index is None:
+                index = t.device.index
+            elif t.device.index != index:
+                other = f"neuron:{t.device.index}"
+        elif t.dim() != 0 and other is None:
+            other = str(t.device)
+    if other is not None and index is not None:
+        raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
+                           f"neuron:{index} and {other}! (when checking arguments for {func})")
+    return 0 if index is None else index
+
+
+def _input_buffer(tensor: torch.Tensor, index: int):
+    if isinstance(tensor, NeuronTensor):
+        return value(tensor)
+    return runtime().upload(tensor, index)  # a CPU scalar, as CUDA ops take them
+
+
+def _aliased_results(func) -> frozenset:
+    return frozenset(i for i, r in enumerate(func._schema.returns)
+                     if r.alias_info is not None and r.alias_info.is_write)
+
+
+def _written_arguments(func, args, kwargs) -> list:
+    """The tensors an op writes (in-place `self`, `out=`), in result order."""
+    written = []
+    for i, argument in enumerate(func._schema.arguments):
+        if argument.alias_info is None or not argument.alias_info.is_write:
+            continue
+        if argument.kwarg_only or i >= len(args):
+            written.append(kwargs.get(argument.name))
+        else:
+            written.append(args[i])
+    return written
+
+
+def dispatch(func, args, kwargs):
+    special = _SPECIAL.get(func)
+    if special is not None:
+        return special(func, args, kwargs)
+    if torch.Tag.nondeterministic_seeded in func.tags:
+        return _on_cpu(func, args, kwargs, random=True)
+    if func.is_view:
+        return _view(func, args, kwargs)
+    return _run(func, args, kwargs)
+
+
+def _run(func, args, kwargs):
+    tensors: list = []
+    args_template = _describe(tuple(args), tensors)
+    kwargs_template = {k: _describe(v, tensors) for k, v in kwargs.items()}
+    index = _device_index(tensors, func)
+    for t in tensors:
+        check_dtype(t.dtype, f"an argument of {func}")
+    inputs = tuple((tuple(t.shape), t.dtype) for t in tensors)
+    key = (func, _key_of(args_template), _key_of(tuple(sorted(kwargs_template.items()))), inputs)
+    program = _programs.get(key)
+    if program is None:
+        refusal = _refusals.get(key)
+        if refusal is None:
+            try:
+                program = _lowering.lower(func, args_template, kwargs_template, inputs, _aliased_results(func))
+                _programs[key] = program
+            except Unsupported as e:
+                refusal = _refusals[key] = str(e)
+        if refusal is not None:
+            return _unsupported(func, args, kwargs, refusal)
+    buffers = [_input_buffer(t, index) for t in tensors]
+    outputs = runtime().execute(program.executable, buffers, index)
+    for number, buffer in zip(program.written_inputs, outputs[len(outputs) - len(program.written_inputs):]):
+        assign(tensors[number], buffer)
+    written = _written_arguments(func, args, kwargs)
+    results = []
+    aliased = _aliased_results(func)
+    for position, slot in enumerate(program.result_slots):
+        if position in aliased:
+            results.append(written[sorted(aliased).index(position)])
+        elif slot is None:
+            results.append(None)
+        else:
+            shape, dtype = program.outputs[slot]
+            results.append(wrap(outputs[slot], shape, dtype, index))
+    return _shape_results(func, results)
+
+
+def _shape_results(func, results: list):
+    returns = func._schema.returns
+    if len(returns) == 1:
+        if isinstance(returns[0].type, torch.ListType):
+            return results
+        return results[0]
+    return tuple(results)
+
+
+def _unsupported(func, args, kwargs, reason: str):
+    if config._value("PJRT_NEURON_TORCH_FALLBACK") == "cpu":
+        if func not in _warned_fallbacks:
+            _warned_fallbacks.add(func)
+            warnings.warn(f"The operator '{func}' is not lowered for the 'neuron' device ({reason}); it runs on "
+                          "the CPU instead (PJRT_NEURON_TORCH_FALLBACK=cpu), which copies its tensors through the host.",
+                          stacklevel=3)
+        return _on_cpu(func, args, kwargs)
+    raise NotImplementedError(
+        f"The operator '{func}' is not implemented for the 'neuron' device: {reason}. "
+        "Set PJRT_NEURON_TORCH_FALLBACK=cpu to run such ops on the CPU (slower: their tensors cross the host).")
+
+
+# ------------------------------------------------------------------ views
+
+
+def _meta_alias(tensor: NeuronTensor) -> torch.Tensor:
+    storage = storage_of(tensor)
+    base = torch.empty(storage.numel, dtype=tensor.dtype, device="meta")
+    return base.as_strided(tensor.shape, tensor.stride(), tensor.storage_offset())
+
+
+def _view(func, args, kwargs):
+    tensors: list = []
+    args_template = _describe(tuple(args), tensors)
+    kwargs_template = {k: _describe(v, tensors) for k, v in kwargs.items()}
+    base = next((t for t in tensors if isinstance(t, NeuronTensor)), None)
+    metas = [_meta_alias(t) if isinstance(t, NeuronTensor) else t.to("meta") for t in tensors]
+    result = func(*fill(_lowering._meta_device(args_template), metas),
+                  **fill(_lowering._meta_device(kwargs_template), metas))
+
+    def rewrap(meta):
+        if isinstance(meta, (list, tuple)):
+            return type(meta)(rewrap(m) for m in meta)
+        if not isinstance(meta, torch.Tensor):
+            return meta
+        if meta.dtype != base.dtype:
+            raise NotImplementedError(f"{func} on the 'neuron' device: reinterpreting {base.dtype} elements as "
+                                      f"{meta.dtype} is not supported; use .to({meta.dtype}) to convert them")
+        return NeuronTensor(storage_of(base), meta.shape, meta.stride(), meta.storage_offset())
+
+    return rewrap(result)
+
+
+# ------------------------------------------------------------------ the host
+
+
+def _to_cpu(obj):
+    if isinstance(obj, NeuronTensor):
+        return runtime().download(value(obj), obj.dtype)
+    if isinstance(obj, torch.device) and obj.type == "neuron":
+        return torch.device("cpu")
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_cpu(v) for v in obj)
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    return obj
+
+
+def _on_cpu(func, args, kwargs, random: bool = False):
+    """Runs the op on the CPU over copies of its neuron tensors; writes and results come back."""
+    tensors: list = []
+    _describe((tuple(args), kwargs), tensors)
+    index = _device_index(tensors, func)
+    cpu_args, cpu_kwargs = _to_cpu(tuple(args)), _to_cpu(kwargs)
+    if random:
+        with _random.device_generator(index):
+            result = func(*cpu_args, **cpu_kwargs)
+    else:
+        result = func(*cpu_args, **cpu_kwargs)
+    originals = _written_arguments(func, args, kwargs)
+    copies = _written_arguments(func, cpu_args, cpu_kwargs)
+    for original, copy in zip(originals, copies):
+        if isinstance(original, NeuronTensor):
+            assign(original, runtime().upload(copy, index))
+
+    def back(obj):
+        for original, copy in zip(originals, copies):
+            if obj is copy:
+                return original
+        if isinstance(obj, torch.Tensor):
+            return wrap(runtime().upload(obj, index), tuple(obj.shape), obj.dtype, index)
+        if isinstance(obj, (list, tuple)):
+            return type(obj)(back(v) for v in obj)
+        return obj
+
+    return back(result)
+
+
+def _to_copy(func, args, kwargs):
+    source = args[0]
+    device = kwargs.get("device")
+    dtype = kwargs.get("dtype") or source.dtype
+    if device is None or (device.type == "neuron" and (device.index or 0) == source.device.index):
+        return _run(func, args, kwargs)
+    cpu = runtime().download(value(source), source.dtype).to(dtype)
+    if device.type == "cpu":
+        return cpu
+    if device.type == "neuron":
+        return _upload(cpu, device.index or 0)
+    raise RuntimeError(f"neuron: copying a neuron tensor to {device} directly is not supported; "
+                       f"copy it to the CPU first (.cpu()), then to {device}")
+
+
+def _upload(cpu: torch.Tensor, index: int) -> NeuronTensor:
+    check_dtype(cpu.dtype)
+    return wrap(runtime().upload(cpu, index), tuple(cpu.shape), cpu.dtype, index)
+
+
+def _copy_(func, args, kwargs):
+    target, source = args[0], args[1]
+    if isinstance(target, NeuronTensor):
+        if isinstance(source, NeuronTensor) and source.device == target.device:
+            return _run(func, args, kwargs)
+        if isinstance(source, NeuronTensor):
+            source = runtime().download(value(source), source.dtype)
+        check_dtype(source.dtype, "the source of a copy to a neuron tensor")
+        host = source.to(target.dtype).expand(target.shape).contiguous()
+        assign(target, runtime().upload(host, target.device.index))
+        return target
+    target.copy_(runtime().download(value(source), source.dtype))
+    return target
+
+
+def _local_scalar_dense(func, args, kwargs):
+    tensor = args[0]
+    return runtime().download(value(tensor), tensor.dtype).item()
+
+
+def _empty_like(func, args, kwargs):
+    meta = func(*_lowering._meta_device(tuple(_meta_alias(a) if isinstance(a, NeuronTensor) else a for a in args)),
+                **_lowering._meta_device(kwargs))
+    device = kwargs.get("device")
+    index = args[0].device.index if device is None or device.index is None else device.index
+    return empty(meta.shape, meta.stride(), meta.dtype, index)
+
+
+def factory_empty(size, stride=None, dtype=None, device=None):
+    """The PrivateUse1 kernel of `empty`: an uninitialized buffer on the core."""
+    dtype = dtype or torch.get_default_dtype()
+    check_dtype(dtype)
+    if device is None or device.index is None:
+        from pjrt_neuron.torch_native._module import current_device
+
+        index = current_device()
+    else:
+        index = device.index
+    size = tuple(size)
+    stride = tuple(stride) if stride is not None else None
+    from pjrt_neuron.torch_native._storage import contiguous_strides
+
+    return empty(size, stride or contiguous_strides(size), dtype, index)
+
+
+def _refuse(message):
+    def handler(func, args, kwargs):
+        raise NotImplementedError(f"{func} on the 'neuron' device: {message}")
+    return handler
+
+
+def _resize_(func, args, kwargs):
+    tensor, size = args[0], tuple(args[1])
+    if tuple(tensor.shape) == size:
+        return tensor
+    raise NotImplementedError(f"{func} on the 'neuron' device: neuron tensors keep their size "
+                              f"({tuple(tensor.shape)} to {size}); allocate a new tensor instead")
+
+
+def _is_pinned(func, args, kwargs):
+    return False
+
+
+def _equal(func, args, kwargs):
+    return _on_cpu(func, args, kwargs)
+
+
+_SPECIAL = {
+    aten._to_copy.default: _to_copy,
+    aten.copy_.default: _copy_,
+    aten._local_scalar_dense.default: _local_scalar_dense,
+    aten.empty_like.default: _empty_like,
+    aten.new_empty.default: _empty_like,
+    aten.new_empty_strided.default: _empty_like,
+    aten.resize_.default: _resize_,
+    aten.is_pinned.default: _is_pinned,
+    aten.equal.default: _equal,
+    aten.set_.source_Tensor: _refuse("neuron tensors cannot take another tensor's storage"),
+    aten.set_.source_Storage: _refuse("neuron tensors cannot take another tensor's storage"),
+    aten.set_.source_Storage_storage_offset: _refuse("neuron tensors cannot take another tensor's storage"),
+}
