@@ -12,7 +12,7 @@ import torch
 
 from pjrt_neuron import config
 from pjrt_neuron.torch_native import _lowering, _random
-from pjrt_neuron.torch_native._lowering import Slot, Unsupported, fill
+from pjrt_neuron.torch_native._lowering import FloatSlot, Slot, Unsupported, fill
 from pjrt_neuron.torch_native._runtime import check_dtype, runtime
 from pjrt_neuron.torch_native._storage import NeuronTensor, assign, empty, storage_of, value, wrap
 
@@ -23,24 +23,75 @@ _warned_fallbacks: set = set()
 _lock = threading.Lock()
 
 
-def _describe(obj, tensors: list):
-    """A hashable description of an argument, with its tensors replaced by Slots (collected)."""
+def _describe(obj, tensors: list, floats: list | None = None):
+    """An argument with its tensors (and, when `floats` is given, its Python floats) replaced by
+    slots, which collect them."""
     if isinstance(obj, torch.Tensor):
         tensors.append(obj)
         return Slot(len(tensors) - 1)
+    if floats is not None and type(obj) is float:
+        floats.append(obj)
+        return FloatSlot(len(floats) - 1)
     if isinstance(obj, (list, tuple)):
-        return type(obj)(_describe(v, tensors) for v in obj)
+        return type(obj)(_describe(v, tensors, floats) for v in obj)
     return obj
 
 
 def _key_of(obj):
     if isinstance(obj, Slot):
-        return ("slot", obj.number)
+        return (type(obj).__name__, obj.number)
     if isinstance(obj, (list, tuple)):
         return tuple(_key_of(v) for v in obj)
-    if isinstance(obj, float):
-        return ("float", obj if obj == obj else "nan")
+    if isinstance(obj, dict):
+        return tuple(sorted((k, _key_of(v)) for k, v in obj.items()))
     return obj
+
+
+def _float_key(value: float):
+    return value if value == value else "nan"
+
+
+class _Entry:
+    """The programs of one (op, shapes, dtypes, attributes): by the values of the floats that are
+    compiled in (those not lifted to inputs)."""
+
+    __slots__ = ("lifted", "programs")
+
+    def __init__(self):
+        self.lifted = None
+        self.programs = {}
+
+    def find(self, floats: list):
+        exact = tuple(_float_key(v) for v in floats)
+        if self.lifted is not None:
+            masked = tuple(None if lift else v for v, lift in zip(exact, self.lifted))
+            program = self.programs.get(("masked", masked))
+            if program is not None:
+                return program
+        return self.programs.get(("exact", exact))
+
+    def add(self, program, floats: list) -> None:
+        exact = tuple(_float_key(v) for v in floats)
+        if self.lifted is None:
+            self.lifted = program.lifted
+        if program.lifted == self.lifted:
+            self.programs[("masked", tuple(None if lift else v for v, lift in zip(exact, self.lifted)))] = program
+        else:
+            self.programs[("exact", exact)] = program
+
+
+_scalar_buffers: dict = {}
+
+
+def _scalar_buffer(value: float, index: int):
+    """A 0-d float32 input holding `value`, kept for values that recur."""
+    key = (value, index)
+    buffer = _scalar_buffers.get(key)
+    if buffer is None:
+        if len(_scalar_buffers) > 4096:
+            _scalar_buffers.clear()
+        buffer = _scalar_buffers[key] = runtime().upload(torch.tensor(value, dtype=torch.float32), index)
+    return buffer
 
 
 def _device_index(tensors: list, func) -> int:
@@ -97,25 +148,32 @@ def dispatch(func, args, kwargs):
 
 def _run(func, args, kwargs):
     tensors: list = []
-    args_template = _describe(tuple(args), tensors)
-    kwargs_template = {k: _describe(v, tensors) for k, v in kwargs.items()}
+    floats: list = []
+    args_template = _describe(tuple(args), tensors, floats)
+    kwargs_template = {k: _describe(v, tensors, floats) for k, v in kwargs.items()}
     index = _device_index(tensors, func)
     for t in tensors:
         check_dtype(t.dtype, f"an argument of {func}")
     inputs = tuple((tuple(t.shape), t.dtype) for t in tensors)
-    key = (func, _key_of(args_template), _key_of(tuple(sorted(kwargs_template.items()))), inputs)
-    program = _programs.get(key)
-    if program is None:
+    key = (func, _key_of(args_template), _key_of(kwargs_template), inputs)
+    entry = _programs.get(key)
+    if entry is None:
         refusal = _refusals.get(key)
-        if refusal is None:
-            try:
-                program = _lowering.lower(func, args_template, kwargs_template, inputs, _aliased_results(func))
-                _programs[key] = program
-            except Unsupported as e:
-                refusal = _refusals[key] = str(e)
         if refusal is not None:
             return _unsupported(func, args, kwargs, refusal)
+        entry = _programs[key] = _Entry()
+    program = entry.find(floats)
+    if program is None:
+        try:
+            program = _lowering.lower(func, args_template, kwargs_template, inputs, _aliased_results(func),
+                                      tuple(floats), entry.lifted)
+        except Unsupported as e:
+            _refusals[key] = str(e)
+            del _programs[key]
+            return _unsupported(func, args, kwargs, str(e))
+        entry.add(program, floats)
     buffers = [_input_buffer(t, index) for t in tensors]
+    buffers += [_scalar_buffer(v, index) for v, lift in zip(floats, program.lifted) if lift]
     outputs = runtime().execute(program.executable, buffers, index)
     for number, buffer in zip(program.written_inputs, outputs[len(outputs) - len(program.written_inputs):]):
         assign(tensors[number], buffer)

@@ -14,7 +14,9 @@ import functools
 from dataclasses import dataclass
 
 import torch
+import torch._decomp
 from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
 from pjrt_neuron.torch_native._runtime import runtime
 
@@ -29,13 +31,19 @@ class Program:
     outputs: list  # (shape, dtype) of each result, then of each written input
     result_slots: list  # flattened results of the op: index into outputs, or None
     written_inputs: list  # input numbers the op writes, in output order after the results
+    lifted: tuple  # per float argument: passed as a 0-d input (True) or compiled in (False)
 
 
 @functools.lru_cache(maxsize=None)
-def _decompositions():
+def _decompositions(wide: bool):
+    """torch-mlir's table; `wide` adds PyTorch's core ATen decompositions, for ops that torch-mlir
+    lowers to other back ends but not to StableHLO (nll_loss_forward, for one)."""
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 
-    return get_decomposition_table()
+    table = dict(get_decomposition_table())
+    if wide:
+        table.update(torch._decomp.core_aten_decompositions())
+    return table
 
 
 def _meta_device(value):
@@ -58,43 +66,159 @@ class Slot:
         return f"Slot({self.number})"
 
 
-def fill(template, tensors):
+class FloatSlot(Slot):
+    """Where a Python float sits in an op's arguments (a candidate for a runtime input)."""
+
+
+def fill(template, tensors, floats=()):
+    if isinstance(template, FloatSlot):
+        return floats[template.number]
     if isinstance(template, Slot):
         return tensors[template.number]
     if isinstance(template, (list, tuple)):
-        return type(template)(fill(v, tensors) for v in template)
+        return type(template)(fill(v, tensors, floats) for v in template)
     if isinstance(template, dict):
-        return {k: fill(v, tensors) for k, v in template.items()}
+        return {k: fill(v, tensors, floats) for k, v in template.items()}
     return template
 
 
 _tracer = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="neuron-lowering")
 
 
-def lower(func, args_template, kwargs_template, inputs: tuple, aliased_results: frozenset) -> Program:
+def lower(func, args_template, kwargs_template, inputs: tuple, aliased_results: frozenset,
+          floats: tuple = (), may_lift: tuple | None = None) -> Program:
     """Lowers on a thread of its own: inside __torch_dispatch__ the dispatcher excludes the keys that
     tracing needs (functionalization, autograd) for this thread."""
-    return _tracer.submit(_lower, func, args_template, kwargs_template, inputs, aliased_results).result()
+    return _tracer.submit(_lower, func, args_template, kwargs_template, inputs, aliased_results, floats,
+                          may_lift).result()
 
 
-def _lower(func, args_template, kwargs_template, inputs: tuple, aliased_results: frozenset) -> Program:
-    """`inputs`: (shape, dtype) per Slot. `aliased_results`: result positions that are an input the
-    op wrote (in-place ops' `self`, `out=`), returned by the caller as that input."""
+def _lower(*args) -> Program:
+    try:
+        return _lower_with(*args, wide=False)
+    except Unsupported:
+        return _lower_with(*args, wide=True)
+
+
+def _trace(func, args_template, kwargs_template, inputs, floats, wide: bool) -> torch.fx.GraphModule:
     from torch.func import functionalize
 
-    args_template, kwargs_template = _meta_device(args_template), _meta_device(kwargs_template)
-    written: dict[int, object] = {}
-
     def call(*tensors):
-        return func(*fill(args_template, tensors), **fill(kwargs_template, tensors))
+        return func(*fill(args_template, tensors, floats), **fill(kwargs_template, tensors, floats))
 
     metas = [torch.empty(shape, dtype=dtype, device="meta") for shape, dtype in inputs]
     try:
-        graph = make_fx(functionalize(call, remove="mutations_and_views"),
-                        decomposition_table=_decompositions())(*metas)
+        return make_fx(functionalize(call, remove="mutations_and_views"),
+                       decomposition_table=_decompositions(wide))(*metas)
     except Exception as e:  # tracing runs the op's meta kernel and decompositions
         raise Unsupported(f"{type(e).__name__}: {e}") from None
 
+
+def _sentinels(floats: tuple) -> tuple:
+    """Stand-ins for the floats, each of its own value and of the float's sign, so branches on a
+    float's sign take the same side; a zero stands in for itself, and so is never lifted."""
+    return tuple(v * (1 + (k + 1) / 256) for k, v in enumerate(floats))
+
+
+def _literal_paths(node):
+    for i, a in enumerate(node.args):
+        yield ("args", i), a
+    for name, a in node.kwargs.items():
+        yield ("kwargs", name), a
+
+
+def _is_tensor_argument(node, where) -> bool:
+    schema = getattr(node.target, "_schema", None)
+    if schema is None:
+        return False
+    kind, key = where
+    for i, argument in enumerate(schema.arguments):
+        if (kind == "args" and i == key) or (kind == "kwargs" and argument.name == key):
+            return isinstance(argument.type, torch.TensorType)
+    return False
+
+
+def _float_positions(actual: torch.fx.GraphModule, stand_in: torch.fx.GraphModule, floats, sentinels):
+    """Where each float reaches the traced program unchanged, as (node, where, float number), or None
+    when the two traces differ in any other way (a float that was computed with, or branched on)."""
+    nodes_a, nodes_b = list(actual.graph.nodes), list(stand_in.graph.nodes)
+    if len(nodes_a) != len(nodes_b):
+        return None
+    index_a = {n: i for i, n in enumerate(nodes_a)}
+    index_b = {n: i for i, n in enumerate(nodes_b)}
+    positions = []
+
+    def same(a, b):
+        if isinstance(a, torch.fx.Node) or isinstance(b, torch.fx.Node):
+            return isinstance(a, torch.fx.Node) and isinstance(b, torch.fx.Node) and index_a[a] == index_b[b]
+        if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
+            return (type(a) is type(b) and len(a) == len(b)) and all(same(x, y) for x, y in zip(a, b))
+        return type(a) is type(b) and a == b
+
+    for a, b in zip(nodes_a, nodes_b):
+        if a.op != b.op or a.target != b.target or a.kwargs.keys() != b.kwargs.keys() or len(a.args) != len(b.args):
+            return None
+        for (where, value_a), (_, value_b) in zip(_literal_paths(a), _literal_paths(b)):
+            if same(value_a, value_b):
+                continue
+            if not (isinstance(value_a, float) and isinstance(value_b, float) and value_b in sentinels):
+                return None
+            number = sentinels.index(value_b)
+            if value_a != floats[number] or not _is_tensor_argument(a, where):
+                return None
+            positions.append((a, where, number))
+    return positions
+
+
+def _lift(graph: torch.fx.GraphModule, positions, may_lift, count: int) -> tuple:
+    """Makes each lifted float a 0-d float32 input after the tensors; returns which floats were lifted."""
+    lifted = sorted({number for _, _, number in positions if may_lift is None or may_lift[number]})
+    placeholders = [n for n in graph.graph.nodes if n.op == "placeholder"]
+    inputs = {}
+    anchor = placeholders[-1] if placeholders else None
+    for number in lifted:
+        if anchor is None:
+            with graph.graph.inserting_before(next(iter(graph.graph.nodes))):
+                node = graph.graph.placeholder(f"scalar_{number}")
+        else:
+            with graph.graph.inserting_after(anchor):
+                node = graph.graph.placeholder(f"scalar_{number}")
+        node.meta["val"] = torch.empty((), dtype=torch.float32, device="meta")
+        node.meta["tensor_meta"] = _extract_tensor_metadata(node.meta["val"])
+        inputs[number] = anchor = node
+    for node, (kind, key), number in positions:
+        if number not in inputs:
+            continue
+        if kind == "args":
+            args = list(node.args)
+            args[key] = inputs[number]
+            node.args = tuple(args)
+        else:
+            node.kwargs = {**node.kwargs, key: inputs[number]}
+    return tuple(i in inputs for i in range(count))
+
+
+def _lower_with(func, args_template, kwargs_template, inputs: tuple, aliased_results: frozenset,
+                floats: tuple, may_lift, wide: bool) -> Program:
+    """`inputs`: (shape, dtype) per Slot; `floats`: the value per FloatSlot. `aliased_results`: result
+    positions that are an input the op wrote (in-place ops' `self`, `out=`), returned by the caller as
+    that input. Floats that pass unchanged into tensor arguments become 0-d inputs (`lifted`), so a
+    learning rate that changes every step does not compile a program every step."""
+    args_template, kwargs_template = _meta_device(args_template), _meta_device(kwargs_template)
+    graph = _trace(func, args_template, kwargs_template, inputs, floats, wide)
+    lifted = (False,) * len(floats)
+    if floats:
+        sentinels = _sentinels(floats)
+        positions = _float_positions(graph, _trace(func, args_template, kwargs_template, inputs, sentinels, wide),
+                                     floats, sentinels)
+        if positions:
+            lifted = _lift(graph, positions, may_lift, len(floats))
+
+    written: dict[int, object] = {}
+    for node in graph.graph.nodes:
+        # Traced on meta tensors; torch-mlir lowers factory ops only for a host device.
+        if node.op == "call_function" and isinstance(node.kwargs.get("device"), torch.device):
+            node.kwargs = {**node.kwargs, "device": torch.device("cpu")}
     placeholders = [n for n in graph.graph.nodes if n.op == "placeholder"]
     output_node = next(n for n in graph.graph.nodes if n.op == "output")
     for node in list(graph.graph.nodes):
@@ -132,7 +256,7 @@ def _lower(func, args_template, kwargs_template, inputs: tuple, aliased_results:
         executable = runtime().compile(text)
     except Exception as e:
         raise Unsupported(f"the plugin could not compile the lowered program: {e}") from None
-    return Program(executable, specs, result_slots, written_inputs)
+    return Program(executable, specs, result_slots, written_inputs, lifted)
 
 
 def _to_stablehlo(graph: torch.fx.GraphModule) -> str:
@@ -141,5 +265,7 @@ def _to_stablehlo(graph: torch.fx.GraphModule) -> str:
     try:
         module = torch_mlir_fx.stateless_fx_import(graph, output_type="stablehlo")
     except Exception as e:
-        raise Unsupported(f"torch-mlir has no StableHLO lowering for it ({str(e).splitlines()[0][:300]})") from None
+        lines = str(e).splitlines()
+        detail = next((line.strip() for line in lines if "error:" in line), lines[0] if lines else "")
+        raise Unsupported(f"torch-mlir has no StableHLO lowering for it ({detail[:300]})") from None
     return str(module)
