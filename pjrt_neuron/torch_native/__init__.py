@@ -69,6 +69,9 @@ def register() -> None:
     library.impl("empty.memory_format", empty_memory_format, "PrivateUse1")
     library.impl("empty_strided", empty_strided, "PrivateUse1")
     register._library = library  # registrations live as long as the Library object
+    from pjrt_neuron.torch_native import _serialization
+
+    _serialization.install()
     _registered = True
 
 

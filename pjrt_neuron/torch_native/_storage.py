@@ -75,6 +75,13 @@ class NeuronTensor(torch.Tensor):
         head = head.rsplit(")", 1)[0] if head.endswith(")") else head
         return head + suffix + ")"
 
+    def __reduce_ex__(self, protocol):
+        # Saved as PyTorch saves tensors of devices without host storage: the elements as a CPU
+        # tensor and the device by name, rebuilt with .to(device); the storage is not state.
+        from pjrt_neuron.torch_native._serialization import rebuild
+
+        return (rebuild, (self.detach().cpu(), str(self.device), self.requires_grad))
+
     def numpy(self, *, force: bool = False):
         if not force:
             raise TypeError(f"can't convert {self.device} device type tensor to numpy. "
