@@ -5,6 +5,7 @@ ops draw from the device's generator, and every other op runs as a program lower
 
 from __future__ import annotations
 
+import functools
 import threading
 import warnings
 
@@ -139,6 +140,13 @@ def dispatch(func, args, kwargs):
     special = _SPECIAL.get(func)
     if special is not None:
         return special(func, args, kwargs)
+    name = func._schema.name
+    if name.startswith("aten::_foreach_"):
+        return _foreach(func, args, kwargs)
+    if name.startswith("aten::_fused_"):
+        raise NotImplementedError(
+            f"{func} on the 'neuron' device: fused optimizer kernels are CUDA code with no lowering; "
+            "create the optimizer without fused=True (the default, or foreach=True, runs on the device)")
     if torch.Tag.nondeterministic_seeded in func.tags:
         return _on_cpu(func, args, kwargs, random=True)
     if func.is_view:
@@ -211,6 +219,58 @@ def _unsupported(func, args, kwargs, reason: str):
     raise NotImplementedError(
         f"The operator '{func}' is not implemented for the 'neuron' device: {reason}. "
         "Set PJRT_NEURON_TORCH_FALLBACK=cpu to run such ops on the CPU (slower: their tensors cross the host).")
+
+
+# ------------------------------------------------------------------ foreach ops
+
+
+def _element_type(foreach_type: str, overload: str) -> str:
+    if foreach_type == "List[Tensor]":
+        return "Tensor"
+    if foreach_type == "List[number]" and overload == "ScalarList":
+        return "number"
+    return foreach_type
+
+
+@functools.lru_cache(maxsize=None)
+def _element_op(func):
+    """The per-tensor op a foreach op applies: `_foreach_add_.List` is `add_.Tensor` on each pair."""
+    schema = func._schema
+    base = schema.name.split("::")[1][len("_foreach_"):]
+    wanted = [_element_type(str(a.type), func._overloadname) for a in schema.arguments]
+    packet = getattr(torch.ops.aten, base, None)
+    if packet is None:
+        return None
+    for overload in packet.overloads():
+        op = getattr(packet, overload)
+        arguments = op._schema.arguments
+        if len(arguments) >= len(wanted) and all(str(a.type) == w for a, w in zip(arguments, wanted)) \
+                and all(a.default_value is not None or a.type.kind() == "OptionalType"
+                        for a in arguments[len(wanted):]):
+            return op
+    return None
+
+
+def _foreach(func, args, kwargs):
+    """Applies the per-tensor op to each element, as PyTorch's own slow path for foreach ops does."""
+    op = _element_op(func)
+    if op is None:
+        return _unsupported(func, args, kwargs, "no per-tensor op matches this foreach op")
+    arguments = func._schema.arguments
+    bound = list(args) + [kwargs.get(a.name, a.default_value) for a in arguments[len(args):]]
+    per_element = [i for i, a in enumerate(arguments)
+                   if str(a.type) == "List[Tensor]" or (str(a.type) == "List[number]" and func._overloadname == "ScalarList")]
+    count = len(bound[per_element[0]])
+    results = []
+    element_arguments = op._schema.arguments
+    for element in range(count):
+        values = [bound[i][element] if i in per_element else bound[i] for i in range(len(arguments))]
+        positional = tuple(v for v, a in zip(values, element_arguments) if not a.kwarg_only)
+        keywords = {a.name: v for v, a in zip(values, element_arguments) if a.kwarg_only}
+        results.append(dispatch(op, positional, keywords))
+    if not func._schema.returns:
+        return None
+    return results
 
 
 # ------------------------------------------------------------------ views

@@ -111,7 +111,11 @@ def _trace(func, args_template, kwargs_template, inputs, floats, wide: bool) -> 
         return make_fx(functionalize(call, remove="mutations_and_views"),
                        decomposition_table=_decompositions(wide))(*metas)
     except Exception as e:  # tracing runs the op's meta kernel and decompositions
-        raise Unsupported(f"{type(e).__name__}: {e}") from None
+        text = str(e)
+        if "data-independent" in text or "DynamicOutputShape" in type(e).__name__:
+            raise Unsupported("its result's shape depends on the tensor's values (dynamic shapes), which the "
+                              "Neuron compiler does not support") from None
+        raise Unsupported(f"{type(e).__name__}: {text.splitlines()[0][:300] if text else ''}") from None
 
 
 def _sentinels(floats: tuple) -> tuple:
@@ -261,11 +265,23 @@ def _lower_with(func, args_template, kwargs_template, inputs: tuple, aliased_res
 
 def _to_stablehlo(graph: torch.fx.GraphModule) -> str:
     from torch_mlir import fx as torch_mlir_fx
+    from torch_mlir import ir
+    from torch_mlir.dialects import torch as torch_dialect
+    from torch_mlir.extras.fx_importer import FxImporter
 
+    context = ir.Context()
+    torch_dialect.register_dialect(context)
+    diagnostics: list[str] = []
+
+    def collect(diagnostic):  # kept for the error message instead of printed to stderr
+        diagnostics.append(str(diagnostic.message))
+        return True
+
+    context.attach_diagnostic_handler(collect)
     try:
-        module = torch_mlir_fx.stateless_fx_import(graph, output_type="stablehlo")
+        module = torch_mlir_fx.stateless_fx_import(graph, output_type="stablehlo",
+                                                   fx_importer=FxImporter(context=context))
     except Exception as e:
-        lines = str(e).splitlines()
-        detail = next((line.strip() for line in lines if "error:" in line), lines[0] if lines else "")
+        detail = diagnostics[0] if diagnostics else (str(e).splitlines() or [""])[0]
         raise Unsupported(f"torch-mlir has no StableHLO lowering for it ({detail[:300]})") from None
     return str(module)
