@@ -68,6 +68,14 @@ def register() -> None:
 
     library.impl("empty.memory_format", empty_memory_format, "PrivateUse1")
     library.impl("empty_strided", empty_strided, "PrivateUse1")
+    from pjrt_neuron.torch_native._dispatch import HOST_FACTORIES, host_factory
+
+    from pjrt_neuron.torch_native._dispatch import copy_from
+
+    # torch.tensor(..., device="neuron") copies through this op below the Python key.
+    library.impl("_copy_from", copy_from, "PrivateUse1")
+    for name in HOST_FACTORIES:
+        library.impl(name, host_factory(name), "PrivateUse1")
     register._library = library  # registrations live as long as the Library object
     from pjrt_neuron.torch_native import _serialization
 

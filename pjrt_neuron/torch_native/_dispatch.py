@@ -384,6 +384,11 @@ def _copy_(func, args, kwargs):
     return target
 
 
+def copy_from(source, target, non_blocking=False):
+    """The PrivateUse1 kernel of `_copy_from(self, dst)`: a copy of `source` into `target`."""
+    return _copy_(aten.copy_.default, (target, source), {})
+
+
 def _local_scalar_dense(func, args, kwargs):
     tensor = args[0]
     return runtime().download(value(tensor), tensor.dtype).item()
@@ -412,6 +417,36 @@ def factory_empty(size, stride=None, dtype=None, device=None):
     from pjrt_neuron.torch_native._storage import contiguous_strides
 
     return empty(size, stride or contiguous_strides(size), dtype, index)
+
+
+# Factories that fill a tensor through an `out=` op, which resizes it: a neuron tensor keeps the
+# size it was made with, so these are made on the host and moved.
+HOST_FACTORIES = ("arange", "arange.start", "arange.start_step", "linspace", "logspace", "eye", "eye.m",
+                  "range", "range.step", "randperm", "randperm.generator", "tril_indices", "triu_indices")
+
+
+def host_factory(name: str):
+    packet_name, _, overload = name.partition(".")
+    op = getattr(getattr(aten, packet_name), overload or "default")
+
+    def kernel(*args, **kwargs):
+        device = kwargs.get("device")
+        index = device.index if device is not None and device.index is not None else _current_index()
+        kwargs = {**kwargs, "device": torch.device("cpu")}
+        if torch.Tag.nondeterministic_seeded in op.tags:
+            with _random.device_generator(index):
+                host = op(*args, **kwargs)
+        else:
+            host = op(*args, **kwargs)
+        return _upload(host, index)
+
+    return kernel
+
+
+def _current_index() -> int:
+    from pjrt_neuron.torch_native._module import current_device
+
+    return current_device()
 
 
 def _refuse(message):

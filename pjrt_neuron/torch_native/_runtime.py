@@ -50,7 +50,10 @@ class Runtime:
     def __init__(self):
         config.prepare_environment()
         self.api = pjrt_capi.Api(config.library_path())
-        self.client = pjrt_capi.Client(self.api)
+        try:
+            self.client = pjrt_capi.Client(self.api)
+        except pjrt_capi.PjrtError as e:
+            raise RuntimeError(f"neuron: the plugin could not open this process's NeuronCores: {e}") from None
         self.devices = self.client.addressable_devices()
         self._compile_options = pjrt_capi.compile_options_proto(compile_portable_executable=True)
         self._uninitialized = self.api.function("PJRT_Client_CreateUninitializedBuffer")
