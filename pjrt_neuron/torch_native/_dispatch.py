@@ -14,6 +14,7 @@ import torch
 from pjrt_neuron import config
 from pjrt_neuron.torch_native import _lowering, _random
 from pjrt_neuron.torch_native._lowering import FloatSlot, Slot, Unsupported, fill
+from pjrt_neuron.torch_native._lowering_worker import worker
 from pjrt_neuron.torch_native._runtime import check_dtype, runtime
 from pjrt_neuron.torch_native._storage import NeuronTensor, assign, empty, storage_of, value, wrap
 
@@ -173,8 +174,8 @@ def _run(func, args, kwargs):
     program = entry.find(floats)
     if program is None:
         try:
-            program = _lowering.lower(func, args_template, kwargs_template, inputs, _aliased_results(func),
-                                      tuple(floats), entry.lifted)
+            program = _compile(worker.lower(func, args_template, kwargs_template, inputs, _aliased_results(func),
+                                            tuple(floats), entry.lifted))
         except Unsupported as e:
             _refusals[key] = str(e)
             del _programs[key]
@@ -197,6 +198,26 @@ def _run(func, args, kwargs):
             shape, dtype = program.outputs[slot]
             results.append(wrap(outputs[slot], shape, dtype, index))
     return _shape_results(func, results)
+
+
+class _Program:
+    """A lowered op, compiled: its executable and how its results map back."""
+
+    __slots__ = ("executable", "outputs", "result_slots", "written_inputs", "lifted")
+
+    def __init__(self, executable, lowered):
+        self.executable = executable
+        self.outputs = lowered.outputs
+        self.result_slots = lowered.result_slots
+        self.written_inputs = lowered.written_inputs
+        self.lifted = lowered.lifted
+
+
+def _compile(lowered) -> _Program:
+    try:
+        return _Program(runtime().compile(lowered.text), lowered)
+    except Exception as e:
+        raise Unsupported(f"the plugin could not compile the lowered program: {e}") from None
 
 
 def _shape_results(func, results: list):

@@ -1,15 +1,14 @@
-"""One ATen op call (its shapes, dtypes and attributes) to one compiled program.
+"""One ATen op call (its shapes, dtypes and attributes) to one StableHLO program.
 
 The call is traced on meta tensors into a functional FX graph (in-place and `out=` writes become
-extra outputs), lowered to StableHLO by torch-mlir, and compiled by the plugin's compile pipeline,
-so the compile cache, the compatibility diagnostics and the estimate see it as any program.
-torch-mlir is the lowering AWS's TorchNeuron uses too; tensors are always arguments, never
-constants, so no `dense_resource` weights reach the engine.
+extra outputs) and lowered to StableHLO by torch-mlir, the lowering AWS's TorchNeuron uses too.
+Tensors are always arguments, never constants, so no `dense_resource` weights reach the engine.
+This runs in the lowering worker process (_lowering_worker), since torch-mlir can crash or hang on
+an op it does not expect; the caller compiles the text through the plugin's compile pipeline.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import functools
 from dataclasses import dataclass
 
@@ -18,16 +17,14 @@ import torch._decomp
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
-from pjrt_neuron.torch_native._runtime import runtime
-
 
 class Unsupported(Exception):
     """The op cannot be lowered for the device; the message says why."""
 
 
 @dataclass
-class Program:
-    executable: object
+class Lowered:
+    text: str  # StableHLO
     outputs: list  # (shape, dtype) of each result, then of each written input
     result_slots: list  # flattened results of the op: index into outputs, or None
     written_inputs: list  # input numbers the op writes, in output order after the results
@@ -82,22 +79,14 @@ def fill(template, tensors, floats=()):
     return template
 
 
-_tracer = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="neuron-lowering")
-
-
 def lower(func, args_template, kwargs_template, inputs: tuple, aliased_results: frozenset,
-          floats: tuple = (), may_lift: tuple | None = None) -> Program:
-    """Lowers on a thread of its own: inside __torch_dispatch__ the dispatcher excludes the keys that
-    tracing needs (functionalization, autograd) for this thread."""
-    return _tracer.submit(_lower, func, args_template, kwargs_template, inputs, aliased_results, floats,
-                          may_lift).result()
-
-
-def _lower(*args) -> Program:
+          floats: tuple = (), may_lift: tuple | None = None) -> Lowered:
     try:
-        return _lower_with(*args, wide=False)
+        return _lower_with(func, args_template, kwargs_template, inputs, aliased_results, floats, may_lift,
+                           wide=False)
     except Unsupported:
-        return _lower_with(*args, wide=True)
+        return _lower_with(func, args_template, kwargs_template, inputs, aliased_results, floats, may_lift,
+                           wide=True)
 
 
 def _trace(func, args_template, kwargs_template, inputs, floats, wide: bool) -> torch.fx.GraphModule:
@@ -203,7 +192,7 @@ def _lift(graph: torch.fx.GraphModule, positions, may_lift, count: int) -> tuple
 
 
 def _lower_with(func, args_template, kwargs_template, inputs: tuple, aliased_results: frozenset,
-                floats: tuple, may_lift, wide: bool) -> Program:
+                floats: tuple, may_lift, wide: bool) -> Lowered:
     """`inputs`: (shape, dtype) per Slot; `floats`: the value per FloatSlot. `aliased_results`: result
     positions that are an input the op wrote (in-place ops' `self`, `out=`), returned by the caller as
     that input. Floats that pass unchanged into tensor arguments become 0-d inputs (`lifted`), so a
@@ -255,12 +244,7 @@ def _lower_with(func, args_template, kwargs_template, inputs: tuple, aliased_res
         if not isinstance(meta, torch.Tensor):
             raise Unsupported("a result is not a tensor")
         specs.append((tuple(meta.shape), meta.dtype))
-    text = _to_stablehlo(graph)
-    try:
-        executable = runtime().compile(text)
-    except Exception as e:
-        raise Unsupported(f"the plugin could not compile the lowered program: {e}") from None
-    return Program(executable, specs, result_slots, written_inputs, lifted)
+    return Lowered(_to_stablehlo(graph), specs, result_slots, written_inputs, lifted)
 
 
 def _to_stablehlo(graph: torch.fx.GraphModule) -> str:
@@ -270,6 +254,8 @@ def _to_stablehlo(graph: torch.fx.GraphModule) -> str:
     from torch_mlir.extras.fx_importer import FxImporter
 
     context = ir.Context()
+    # One thread: diagnostics call back into Python, and ops are small.
+    context.enable_multithreading(False)
     torch_dialect.register_dialect(context)
     diagnostics: list[str] = []
 

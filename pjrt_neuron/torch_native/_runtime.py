@@ -56,7 +56,9 @@ class Runtime:
             raise RuntimeError(f"neuron: the plugin could not open this process's NeuronCores: {e}") from None
         self.devices = self.client.addressable_devices()
         self._compile_options = pjrt_capi.compile_options_proto(compile_portable_executable=True)
-        self._uninitialized = self.api.function("PJRT_Client_CreateUninitializedBuffer")
+        from pjrt_neuron.torch_native._lowering_worker import worker
+
+        worker.start()  # imports torch and torch-mlir while the first ops run
 
     def device(self, index: int):
         if not 0 <= index < len(self.devices):
