@@ -12,6 +12,7 @@ lack) and *failed* otherwise (a different number, shape or dtype, or any other e
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
 
@@ -26,6 +27,7 @@ def op_name(op) -> str:
     return f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name
 
 
+@functools.lru_cache(maxsize=None)
 def operators():
     from torch.testing._internal.common_methods_invocations import op_db
 

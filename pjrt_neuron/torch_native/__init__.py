@@ -36,9 +36,13 @@ def _owner() -> str | None:
 
 
 def autoload() -> None:
-    """The `torch.backends` entry point: registers the device unless something else owns it."""
-    if _owner() is None:
-        register()
+    """The `torch.backends` entry point: registers the device unless something else owns it. It runs
+    inside `import torch`, so a failure here is a warning, never a broken import."""
+    try:
+        if _owner() is None:
+            register()
+    except Exception as e:  # noqa: BLE001
+        warnings.warn(f"pjrt-neuron: the `neuron` device was not registered: {type(e).__name__}: {e}")
 
 
 def register() -> None:
