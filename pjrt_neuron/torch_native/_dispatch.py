@@ -119,6 +119,7 @@ def _input_buffer(tensor: torch.Tensor, index: int):
     return runtime().upload(tensor, index)  # a CPU scalar, as CUDA ops take them
 
 
+@functools.lru_cache(maxsize=None)
 def _aliased_results(func) -> frozenset:
     return frozenset(i for i, r in enumerate(func._schema.returns)
                      if r.alias_info is not None and r.alias_info.is_write)
@@ -186,9 +187,9 @@ def _run(func, args, kwargs):
     outputs = runtime().execute(program.executable, buffers, index)
     for number, buffer in zip(program.written_inputs, outputs[len(outputs) - len(program.written_inputs):]):
         assign(tensors[number], buffer)
-    written = _written_arguments(func, args, kwargs)
-    results = []
     aliased = _aliased_results(func)
+    written = _written_arguments(func, args, kwargs) if aliased else ()
+    results = []
     for position, slot in enumerate(program.result_slots):
         if position in aliased:
             results.append(written[sorted(aliased).index(position)])
