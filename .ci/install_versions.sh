@@ -18,3 +18,5 @@ for version in 0.7.2 0.8.2 0.9.2; do
 done
 # torch-xla needs its own torch exactly.
 install "torch-xla-2.8.1" "torch==2.8.0" "torch_xla==2.8.1"
+# The native neuron device's older PyTorch (tests/test_torch_native.py), run in front of .venv's 2.14.1.
+install "torch-2.13.0" "torch==2.13.0"

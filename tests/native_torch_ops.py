@@ -122,11 +122,16 @@ def _check_backward(op, dtype) -> None:
             torch.testing.assert_close(n.cpu(), c, equal_nan=True, atol=1e-3, rtol=1e-3)
 
 
-def census(names=None, dtypes=("float32",), samples: int = SAMPLES_PER_OP, out=sys.stdout) -> dict:
+def census(names=None, dtypes=("float32",), samples: int = SAMPLES_PER_OP, out=sys.stdout, start: str = "",
+           verbose: bool = False) -> dict:
     """{(op, dtype): (outcome, detail)} over op_db, or the ops named."""
     ops = operators()
     results = {}
     for name in names or sorted(ops):
+        if start and name < start:
+            continue
+        if verbose:
+            print(f"... {name}", file=sys.stderr, flush=True)
         op = ops[name]
         for dtype_name in dtypes:
             dtype = DTYPES[dtype_name]
@@ -150,10 +155,12 @@ def main(argv=None) -> int:
     parser.add_argument("--write", action="store_true", help="rewrite the list of ops expected to pass")
     parser.add_argument("--dtype", action="append", choices=sorted(DTYPES), help="default: float32")
     parser.add_argument("--samples", type=int, default=SAMPLES_PER_OP)
+    parser.add_argument("--start", default="", help="skip ops whose names sort before this one")
+    parser.add_argument("--verbose", action="store_true", help="name each op on stderr as it starts")
     parser.add_argument("ops", nargs="*")
     args = parser.parse_args(argv)
     dtypes = args.dtype or ["float32"]
-    results = census(args.ops or None, dtypes, args.samples)
+    results = census(args.ops or None, dtypes, args.samples, start=args.start, verbose=args.verbose)
     for dtype_name in dtypes:
         tally = counts({k: v for k, v in results.items() if k[1] == dtype_name})
         print(f"op_db on neuron, {dtype_name}: {tally['passed']} passed, {tally['failed']} failed, "

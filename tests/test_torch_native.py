@@ -394,3 +394,25 @@ def test_digits_on_the_trainium_engine_train_as_on_the_simulator(tmp_path):
     sim = run_example(argv, framework_env(standin, tmp_path, "sim"))
     assert neuron == sim
     assert float(neuron[0][-1]) < float(neuron[0][0])
+
+
+# ------------------------------------------------------------------ versions
+
+
+def test_older_torch_of_the_range_trains_as_the_newest(tmp_path):
+    """torch 2.13.0 (installed beside by .ci/install_versions.sh) in front of this venv's torch."""
+    versions = Path(os.environ.get("PJRT_NEURON_VERSIONS_DIR", REPO / "build" / "versions"))
+    older = versions / "torch-2.13.0"
+    if not (older / ".complete").exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{older} is missing: .ci/run installs it with .ci/install_versions.sh")
+        pytest.skip(f"run .ci/install_versions.sh PYTHON {versions} to install torch 2.13.0 beside this venv")
+    argv = [sys.executable, str(REPO / "examples" / "train_digits_native.py"), "--epochs", "3", "--min-accuracy", "0"]
+    runs = {}
+    for name, extra in (("older", {"PYTHONPATH": str(older)}), ("newest", {})):
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=600, env={**own_instance(), **extra})
+        assert result.returncode == 0, result.stderr[-3000:]
+        runs[name] = [line for line in result.stdout.splitlines() if line.startswith(("epoch", "test accuracy"))]
+    version = run_script("import torch; print(torch.__version__)", {"PYTHONPATH": str(older)}).stdout.strip()
+    assert version.startswith("2.13.0")
+    assert runs["older"] == runs["newest"] and len(runs["older"]) == 4
