@@ -84,6 +84,9 @@ def register() -> None:
     from pjrt_neuron.torch_native import _serialization
 
     _serialization.install()
+    from pjrt_neuron.torch_native import _modules
+
+    _modules.install()
     _registered = True
 
 
