@@ -166,7 +166,14 @@ def main(argv=None) -> int:
         print(f"op_db on neuron, {dtype_name}: {tally['passed']} passed, {tally['failed']} failed, "
               f"{tally['refused']} refused (ops x dtypes, {args.samples} samples each, forward and backward)")
     if args.write:
-        passing = sorted(f"{name} {dtype}" for (name, dtype), (outcome, _) in results.items() if outcome == "passed")
+        # Ops this run did not visit keep their line; the ones it visited are decided by it.
+        kept = set()
+        if PASSING_LIST.exists():
+            for line in PASSING_LIST.read_text().splitlines():
+                if line.strip() and not line.startswith("#") and tuple(line.split()) not in results:
+                    kept.add(line.strip())
+        passing = sorted(kept | {f"{name} {dtype}" for (name, dtype), (outcome, _) in results.items()
+                                 if outcome == "passed"})
         PASSING_LIST.write_text("# op_db ops (and element types) that match the CPU on neuron; "
                                 "tests/native_torch_ops.py --write rewrites it\n" + "\n".join(passing) + "\n")
     return 0

@@ -79,8 +79,31 @@ def fill(template, tensors, floats=()):
     return template
 
 
+# (op, position of `dim`, of `end`, of the tensor whose size bounds `end` or of its sizes)
+_SLICE_BOUNDS = {"aten::slice_backward": (2, 4, 1), "aten::slice_scatter": (2, 4, 0), "aten::slice": (1, 3, 0)}
+
+
+def _bounded_slice(func, args_template, inputs):
+    """`end` past the dimension (x[1:] passes 2**63 - 1) clamped to it: torch-mlir would try to
+    materialise the unclamped range."""
+    where = _SLICE_BOUNDS.get(func._schema.name)
+    if where is None:
+        return args_template
+    dim_at, end_at, size_at = where
+    args = list(args_template)
+    if len(args) <= end_at or not isinstance(args[end_at], int):
+        return args_template
+    bound = args[size_at]
+    sizes = inputs[bound.number][0] if isinstance(bound, Slot) else bound
+    dim = args[dim_at] if len(args) > dim_at else 0
+    if isinstance(dim, int) and isinstance(sizes, (list, tuple)) and -len(sizes) <= dim < len(sizes):
+        args[end_at] = min(args[end_at], sizes[dim])
+    return tuple(args)
+
+
 def lower(func, args_template, kwargs_template, inputs: tuple, aliased_results: frozenset,
           floats: tuple = (), may_lift: tuple | None = None) -> Lowered:
+    args_template = _bounded_slice(func, args_template, inputs)
     try:
         return _lower_with(func, args_template, kwargs_template, inputs, aliased_results, floats, may_lift,
                            wide=False)

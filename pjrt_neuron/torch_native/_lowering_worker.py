@@ -101,8 +101,11 @@ class Worker:
                 _write(process.stdin, (name, *request))
                 reply = self._reply(process)
             except (EOFError, BrokenPipeError, TimeoutError) as e:
+                try:
+                    status = process.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    status = None
                 self._stop()
-                status = process.poll()
                 why = (f"timed out after {LOWERING_TIMEOUT_SECONDS} s" if isinstance(e, TimeoutError)
                        else f"ended with status {status}")
                 raise Unsupported(f"torch-mlir's lowering of it {why} (in the lowering worker; this process "
@@ -150,7 +153,16 @@ def _has_fileno(stream) -> bool:
 worker = Worker()
 
 
+def _limit_memory() -> None:
+    """An op that makes torch-mlir allocate without bound fails alone instead of starving the machine."""
+    import resource
+
+    limit = int(os.environ.get("PJRT_NEURON_LOWERING_MEMORY_BYTES", 12 << 30))
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
 if __name__ == "__main__":
+    _limit_memory()
     replies = os.fdopen(int(sys.argv[1]), "wb")
     requests = sys.stdin.buffer
     os.dup2(2, 1)  # stray prints go to stderr, never into a reply
