@@ -40,7 +40,23 @@ def _decompositions(wide: bool):
     table = dict(get_decomposition_table())
     if wide:
         table.update(torch._decomp.core_aten_decompositions())
+    table[torch.ops.aten.var_mean.correction] = _var_mean
+    table[torch.ops.aten.var.correction] = lambda *a, **k: _var_mean(*a, **k)[0]
     return table
+
+
+def _var_mean(x, dim=None, *, correction=None, keepdim=False):
+    """var_mean in the tensor's own type: torch-mlir lowers it in float64, which NeuronCores lack."""
+    dims = list(range(x.dim())) if dim is None else [dim] if isinstance(dim, int) else list(dim)
+    count = 1
+    for d in dims:
+        count *= x.shape[d]
+    mean = torch.ops.aten.mean.dim(x, dims, True)
+    centred = torch.ops.aten.sub.Tensor(x, mean)
+    squares = torch.ops.aten.sum.dim_IntList(torch.ops.aten.mul.Tensor(centred, centred), dims, keepdim)
+    divisor = max(count - (1 if correction is None else correction), 0)
+    var = torch.ops.aten.div.Tensor(squares, divisor)
+    return var, (mean if keepdim else torch.ops.aten.squeeze.dims(mean, dims))
 
 
 def _meta_device(value):
@@ -104,12 +120,21 @@ def _bounded_slice(func, args_template, inputs):
 def lower(func, args_template, kwargs_template, inputs: tuple, aliased_results: frozenset,
           floats: tuple = (), may_lift: tuple | None = None) -> Lowered:
     args_template = _bounded_slice(func, args_template, inputs)
+    request = (func, args_template, kwargs_template, inputs, aliased_results, floats, may_lift)
     try:
-        return _lower_with(func, args_template, kwargs_template, inputs, aliased_results, floats, may_lift,
-                           wide=False)
+        lowered = _lower_with(*request, wide=False)
     except Unsupported:
-        return _lower_with(func, args_template, kwargs_template, inputs, aliased_results, floats, may_lift,
-                           wide=True)
+        return _lower_with(*request, wide=True)
+    if "f64" in lowered.text:
+        # torch-mlir computes some ops (var_mean in layer norm) in float64, which NeuronCores lack;
+        # PyTorch's own decompositions keep them in the tensors' type.
+        try:
+            narrow = _lower_with(*request, wide=True)
+        except Unsupported:
+            return lowered
+        if "f64" not in narrow.text:
+            return narrow
+    return lowered
 
 
 def _trace(func, args_template, kwargs_template, inputs, floats, wide: bool) -> torch.fx.GraphModule:
