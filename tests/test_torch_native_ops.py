@@ -5,6 +5,7 @@ count of these tests is the census of the expected ops). The whole op_db census,
 fail or are refused, is a command: `python tests/native_torch_ops.py`; its figures are in README.
 """
 
+import os
 import sys
 from pathlib import Path
 
@@ -22,9 +23,13 @@ import native_torch_ops  # noqa: E402
 
 
 def _expected():
-    rows = [line.split() for line in native_torch_ops.PASSING_LIST.read_text().splitlines()
+    """The expected list, or every n-th op of it with PJRT_NEURON_OP_DB_SHARE=1/n (CI runs a quarter:
+    the whole list takes about an hour on two cores; `python tests/native_torch_ops.py` runs all)."""
+    rows = [tuple(line.split()) for line in native_torch_ops.PASSING_LIST.read_text().splitlines()
             if line.strip() and not line.startswith("#")]
-    return [(name, dtype) for name, dtype in rows]
+    share = os.environ.get("PJRT_NEURON_OP_DB_SHARE", "1/4")
+    step = int(share.split("/")[1]) if "/" in share else 1
+    return rows[::step]
 
 
 EXPECTED = _expected()

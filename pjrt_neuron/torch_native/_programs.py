@@ -62,12 +62,16 @@ def reshape(storage_shape, size, dtype):
     return runtime().compile(text)
 
 
+def _flat_storage(storage_shape, size, dtype):
+    """Types of the storage, of it flattened and of the view; the body's first op flattens it."""
+    source = tensor_type(storage_shape, dtype)
+    flat = tensor_type((math.prod(storage_shape),), dtype)
+    return source, flat, tensor_type(size, dtype), [f"%flat = stablehlo.reshape %arg0 : ({source}) -> {flat}"]
+
+
 @functools.lru_cache(maxsize=None)
 def read_view(storage_shape, size, stride, offset, dtype):
-    numel = math.prod(storage_shape)
-    source, flat, target = (tensor_type(storage_shape, dtype), tensor_type((numel,), dtype),
-                            tensor_type(size, dtype))
-    body = [f"%flat = stablehlo.reshape %arg0 : ({source}) -> {flat}"]
+    source, flat, target, body = _flat_storage(storage_shape, size, dtype)
     count = math.prod(size)
     if _is_contiguous_run(size, stride):
         run = tensor_type((count,), dtype)
@@ -85,10 +89,7 @@ def read_view(storage_shape, size, stride, offset, dtype):
 
 @functools.lru_cache(maxsize=None)
 def write_view(storage_shape, size, stride, offset, dtype):
-    numel = math.prod(storage_shape)
-    source, flat, update = (tensor_type(storage_shape, dtype), tensor_type((numel,), dtype),
-                            tensor_type(size, dtype))
-    body = [f"%flat = stablehlo.reshape %arg0 : ({source}) -> {flat}"]
+    source, flat, update, body = _flat_storage(storage_shape, size, dtype)
     count = math.prod(size)
     if _is_contiguous_run(size, stride):
         run = tensor_type((count,), dtype)
