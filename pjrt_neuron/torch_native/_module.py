@@ -77,8 +77,8 @@ class device:
 
 
 def synchronize(device=None) -> None:
-    """Programs run to completion before their results are handed out, so nothing is pending."""
-    _index(device)
+    """Waits until the programs launched on the core have run (launches return at once)."""
+    _runtime.runtime().synchronize(_index(device))
 
 
 def get_device_name(device=None) -> str:

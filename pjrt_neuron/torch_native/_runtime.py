@@ -56,6 +56,7 @@ class Runtime:
             raise RuntimeError(f"neuron: the plugin could not open this process's NeuronCores: {e}") from None
         self.devices = self.client.addressable_devices()
         self._compile_options = pjrt_capi.compile_options_proto(compile_portable_executable=True)
+        self.last_output: dict[int, pjrt_capi.Buffer] = {}
         from pjrt_neuron.torch_native._lowering_worker import worker
 
         worker.start()  # imports torch and torch-mlir while the first ops run
@@ -110,9 +111,21 @@ class Runtime:
         if launcher is None:
             launcher = executable._launcher = _Launcher(self, executable)
         try:
-            return launcher(buffers, self.device(index))
+            outputs = launcher(buffers, self.device(index))
         except pjrt_capi.PjrtError as e:
             raise _out_of_memory(e, index) from None
+        if outputs:
+            self.last_output[index] = outputs[0]
+        return outputs
+
+    def synchronize(self, index: int) -> None:
+        """Waits for the core's programs: a core runs them in launch order, so for the last one."""
+        last = self.last_output.get(index)
+        if last is not None and last.alive:
+            try:
+                last.block_until_ready()
+            except pjrt_capi.PjrtError as e:
+                raise RuntimeError(f"neuron:{index}: a program failed: {e}") from None
 
     def memory_stats(self, index: int) -> dict:
         return self.device(index).memory_stats()
