@@ -19,8 +19,8 @@ SEQUENCE = 128  # every published encoder row uses sequence length 128
 def _devices():
     try:
         host = jax.devices("cpu")[0]
-    except RuntimeError:
-        raise SystemExit("run with JAX_PLATFORMS=neuron,cpu: the weights are made on the host") from None
+    except RuntimeError as error:
+        raise SystemExit(f"{error}\n(run with JAX_PLATFORMS=neuron,cpu: the weights are made on the host)") from None
     return host, jax.devices("neuron")[0]
 
 
@@ -57,9 +57,8 @@ def train(model_class, config, inputs: dict, labels: np.ndarray) -> None:
     inputs, labels = jax.device_put((inputs, labels), core)
 
     def loss(p, kw, y):
-        out = model.module.apply({"params": p}, **kw, deterministic=True)
-        logits = out[0] if isinstance(out, tuple) else out.logits if hasattr(out, "logits") else out.prediction_logits
-        logits = logits.reshape(y.shape + (-1,))
+        # The model's own call fills the inputs a head's module requires (token types, positions).
+        logits = model(**kw, params=p, train=False).logits.reshape(y.shape + (-1,))
         return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), y[..., None], axis=-1))
 
     gradients = jax.jit(jax.grad(loss))
