@@ -221,3 +221,23 @@ def test_the_reported_range_is_the_held_out_spread(calibrated):
     assert estimator_model.constant("calibration_ratio_low") == pytest.approx(min(ratios), abs=0.01)
     assert estimator_model.constant("calibration_ratio_high") == pytest.approx(max(ratios), abs=0.01)
     assert math.isfinite(sum(ratios))
+
+
+def test_the_plan_command_reads_estimate_reports_and_prints_the_month(tmp_path, capsys):
+    from pjrt_neuron import cli
+
+    def write(name, estimates):
+        path = tmp_path / name
+        path.write_text("script output first\n" + json.dumps({"estimate": True, "instances": estimates}))
+        return str(path)
+
+    training = write("train.json", [_estimate("trn1.32xlarge", 21.5, 1000.0, 0.1)])
+    serving = write("serve.json", [_estimate("inf2.xlarge", 0.758, 500.0, 0.004)])
+    code = cli.main(["plan", "--training", training, "--serving", serving, "--training-units-per-month", "3.6e9",
+                     "--serving-units-per-day", str(86400 * 1200), "--latency-bound-ms", "10",
+                     "--current-monthly-cost", "40000", "--json"])
+    plan = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert plan["cheapest"]["monthly_cost"] == pytest.approx(21500 + 3 * 0.758 * 730)
+    assert cli.main(["plan", "--training", training, "--peak-to-average", "0.5"]) == 2
+    assert "--peak-to-average must be at least 1" in capsys.readouterr().err
