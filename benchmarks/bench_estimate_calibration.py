@@ -28,9 +28,11 @@ import rows as calibration  # noqa: E402
 from pjrt_neuron import estimator, estimator_model  # noqa: E402
 
 
-def record() -> None:
-    counts = {}
-    for script in sorted({row["script"] for row in calibration.ROWS}):
+def record(scripts: list[str]) -> None:
+    """Runs each script and stores its programs' counts, one script at a time (a failure keeps
+    what was recorded before it)."""
+    counts = calibration.load_work_counts() if os.path.exists(calibration.WORK_COUNTS) else {}
+    for script in scripts or sorted({row["script"] for row in calibration.ROWS}):
         with tempfile.TemporaryDirectory() as tmp:
             report = os.path.join(tmp, "records.jsonl")
             env = dict(os.environ, JAX_PLATFORMS="neuron,cpu", PJRT_NEURON_ESTIMATE_REPORT=report,
@@ -40,9 +42,9 @@ def record() -> None:
         counts[script] = [{"program_id": p.program_id, "program": p.name, "num_replicas": p.num_replicas,
                            "num_partitions": p.num_partitions, "executions": p.executions, "cost": p.cost}
                           for p in programs.values() if p.executions > 0]
+        with open(calibration.WORK_COUNTS, "w") as f:
+            json.dump(counts, f, indent=1, sort_keys=True)
         print(f"recorded {script}: {len(counts[script])} program(s)", flush=True)
-    with open(calibration.WORK_COUNTS, "w") as f:
-        json.dump(counts, f, indent=1, sort_keys=True)
 
 
 def print_table(results: list[dict]) -> None:
@@ -90,11 +92,12 @@ def fit(work: dict) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--record", action="store_true", help="rerun every row's script and rewrite the counts")
+    parser.add_argument("--record", nargs="*", metavar="SCRIPT",
+                        help="rerun these rows' scripts (default: every one) and store their counts")
     parser.add_argument("--fit", action="store_true", help="search the fitted constants on the fit rows")
     args = parser.parse_args()
-    if args.record:
-        record()
+    if args.record is not None:
+        record(args.record)
     work = calibration.load_work_counts()
     if args.fit:
         fit(work)

@@ -46,7 +46,8 @@ def serve(model_class, config, inputs: dict) -> None:
     """One forward pass at the published batch, as a compiled inference program."""
     model, params, core = _build(model_class, config)
     inputs = jax.device_put(inputs, core)
-    forward = jax.jit(lambda p, kw: model.module.apply({"params": p}, **kw, deterministic=True))
+    # The model's own call fills the inputs a module requires (token types, positions).
+    forward = jax.jit(lambda p, kw: model(**kw, params=p, train=False))
     jax.block_until_ready(forward(params, inputs))
 
 
@@ -57,7 +58,6 @@ def train(model_class, config, inputs: dict, labels: np.ndarray) -> None:
     inputs, labels = jax.device_put((inputs, labels), core)
 
     def loss(p, kw, y):
-        # The model's own call fills the inputs a head's module requires (token types, positions).
         logits = model(**kw, params=p, train=False).logits.reshape(y.shape + (-1,))
         return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), y[..., None], axis=-1))
 
