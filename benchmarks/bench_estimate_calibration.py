@@ -69,7 +69,7 @@ GRID = {
     "pe_instruction_overhead_cycles": [16, 32, 64, 128],
     "element_engine_fraction": [0.25, 0.35, 0.5, 0.7, 1.0],
     "engine_overlap": [0.0, 0.25, 0.5, 0.75, 1.0],
-    "launch_seconds": [20e-6, 40e-6, 60e-6, 100e-6, 150e-6, 200e-6],
+    "launch_seconds": [20e-6, 40e-6, 60e-6, 100e-6, 150e-6, 200e-6],  # nrt_execute takes tens of us
 }
 
 
@@ -87,6 +87,7 @@ def fit(work: dict) -> None:
                 best = (error, dict(zip(GRID, values)))
     finally:
         estimator_model.CONSTANTS.update(saved)
+    print("(the table below uses the committed constants; copy the fit into estimator_model.CONSTANTS to use it)")
     print(f"best fit (squared log error {best[0]:.4f}): {best[1]}")
 
 

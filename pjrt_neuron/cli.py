@@ -103,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     estimate.add_argument("--baseline-price", type=float, help="hourly price of what you run today")
     estimate.add_argument("--baseline-throughput", type=float, help="units a second of what you run today")
     estimate.add_argument("--auto-cast", choices=("none", "matmult"), default="none",
-                          help="model neuronx-cc's --auto-cast: matmult runs FP32 matrix products at the BF16 rate")
+                          help="model neuronx-cc's --auto-cast: matmult runs FP32 matrix products at the BF16 rate "
+                               "(neuronx-cc's own default when not told otherwise)")
     estimate.add_argument("--deployment", choices=("copies", "data-parallel", "as-run"), default="copies",
                           help="how the job fills the instance: copies of it (one model copy a core when the "
                                "script used one; the default), data-parallel over every core (collectives "

@@ -215,7 +215,10 @@ def estimate_program(p: Program, target: Target, auto_cast: str, collective_core
     scalar = cost["transcendental_ops"] / (g["scalar_tflops_per_core"] * element_rate)
     spilled = model.spilled_bytes(cost.get("intermediates") or [], g["sbuf_bytes_per_core"] * target.logical_nc_config)
     hbm_rate = g["hbm_bytes_per_second"] * target.share() * model.constant("hbm_efficiency")
-    memory = (cost["parameter_bytes"] + cost["output_bytes"] + spilled) / hbm_rate
+    # --auto-cast matmult: neuronx-cc casts FP32 matmul operands, the weights among them, to BF16,
+    # so the weights are read at half their bytes.
+    parameter_bytes = cost["parameter_bytes"] / (2 if auto_cast == "matmult" else 1)
+    memory = (parameter_bytes + cost["output_bytes"] + spilled) / hbm_rate
     engines = model.serialised([tensor, vector, scalar, memory])
     participants = max(p.num_replicas * p.num_partitions, 1)
     collectives = 0.0
