@@ -111,7 +111,8 @@ def instance_types() -> tuple[dict, ...]:
 @functools.lru_cache(maxsize=None)
 def core_generations() -> tuple[dict, ...]:
     """Per-generation figures for estimates: core_generation, matmul_tflops_bf16/fp8/fp32 (a chip),
-    vector/scalar_tflops_per_core, hbm/link_bytes_per_second (a chip), launch_seconds, sbuf_bytes_per_core."""
+    vector/scalar_tflops_per_core, hbm/link_bytes_per_second (a chip), sbuf_bytes_per_core; the estimate's
+    own constants (launch, collective latency, efficiencies) are in estimator_model.CONSTANTS."""
     return tuple(json.loads(_text("PjrtNeuron_CoreGenerations")[1]))
 
 

@@ -103,13 +103,31 @@ def main(argv: list[str] | None = None) -> int:
     estimate.add_argument("--baseline-price", type=float, help="hourly price of what you run today")
     estimate.add_argument("--baseline-throughput", type=float, help="units a second of what you run today")
     estimate.add_argument("--auto-cast", choices=("none", "matmult"), default="none",
-                          help="model neuronx-cc's --auto-cast: matmult runs FP32 matrix products at the BF16 rate")
+                          help="model neuronx-cc's --auto-cast: matmult runs FP32 matrix products at the BF16 rate "
+                               "(neuronx-cc's own default when not told otherwise)")
+    estimate.add_argument("--deployment", choices=("copies", "data-parallel", "as-run"), default="copies",
+                          help="how the job fills the instance: copies of it (one model copy a core when the "
+                               "script used one; the default), data-parallel over every core (collectives "
+                               "widened), or as-run (only the cores the script used)")
     estimate.add_argument("--json", action="store_true", help="print the estimate as JSON")
     estimate.add_argument("--trace", metavar="FILE",
                           help="write a Chrome / Perfetto trace of one step on the first instance")
     estimate.add_argument("--plot", metavar="FILE.png",
                           help="draw each program on the first instance's roofline (needs the plot extra)")
     estimate.add_argument("script", nargs=argparse.REMAINDER, help="-- python script.py [args]")
+    plan = commands.add_parser(
+        "plan", help="monthly cost of training and serving per instance type, from two `estimate --json` reports")
+    plan.add_argument("--training", metavar="REPORT.json", help="`pjrt-neuron estimate --json` of the training script")
+    plan.add_argument("--serving", metavar="REPORT.json", help="`pjrt-neuron estimate --json` of the serving script")
+    plan.add_argument("--training-units-per-month", type=float, default=0.0,
+                      help="units (in the training report's unit) trained a month: runs x units a run")
+    plan.add_argument("--serving-units-per-day", type=float, default=0.0,
+                      help="units (in the serving report's unit) served a day")
+    plan.add_argument("--peak-to-average", type=float, default=1.0,
+                      help="the busiest hour's rate over the day's average (serving is sized for it)")
+    plan.add_argument("--latency-bound-ms", type=float, help="p50 latency a served request must meet")
+    plan.add_argument("--current-monthly-cost", type=float, help="what the same work costs you a month today, USD")
+    plan.add_argument("--json", action="store_true", help="print the plan as JSON")
     args = parser.parse_args(argv)
     try:
         if args.command == "library-path":
@@ -140,7 +158,11 @@ def main(argv: list[str] | None = None) -> int:
             script = args.script[1:] if args.script[:1] == ["--"] else args.script
             return estimate_command.main(script, args.instance, args.unit, args.per_step, args.price,
                                          args.baseline_price, args.baseline_throughput, args.auto_cast, args.json,
-                                         args.trace, args.plot)
+                                         args.trace, args.plot, args.deployment)
+        elif args.command == "plan":
+            from pjrt_neuron import estimator_plan
+
+            return estimator_plan.main(args)
     except config.ConfigurationError as error:
         print(f"pjrt-neuron: {error}", file=sys.stderr)
         return 2

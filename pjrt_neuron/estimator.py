@@ -22,6 +22,7 @@ from collections import Counter
 import atexit
 import contextlib
 import json
+import math
 import os
 import subprocess
 import sys
@@ -31,8 +32,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from pjrt_neuron import _native
+from pjrt_neuron import estimator_model as model
 
-MODEL_NAME = "pjrt-neuron roofline model v1"
+MODEL_NAME = "pjrt-neuron NeuronCore model v2 (tiles, spills, engine overlap; calibrated)"
 
 
 class EstimateError(Exception):
@@ -162,6 +164,36 @@ def _ring_steps(kind: str, n: int) -> int:
     return 2 * (n - 1) if kind == "all-reduce" else (1 if kind in ("collective-permute",) else n - 1)
 
 
+def collective_seconds(kind: str, data_bytes: float, n: int, target: Target) -> tuple[float, float]:
+    """Time and bytes sent per participant of one collective over n cores. Within a chip the cores
+    exchange through its HBM; a group spanning chips runs hierarchically: reduced inside each
+    chip, then a ring across the chips over NeuronLink, each chip's link bandwidth shared by its
+    cores' traffic only once (the in-chip step leaves one shard per core to send)."""
+    g = target.figures
+    sent = _ring_bytes(kind, data_bytes, n)
+    step = model.constant("collective_step_seconds")
+    if n <= target.cores_per_chip:
+        return sent / (g["hbm_bytes_per_second"] * target.share()) + _ring_steps(kind, n) * step, sent
+    chips = math.ceil(n / target.cores_per_chip)
+    across = _ring_bytes(kind, data_bytes, chips) / g["link_bytes_per_second"]
+    within = _ring_bytes(kind, data_bytes, target.cores_per_chip) / (g["hbm_bytes_per_second"] * target.share())
+    return across + within + (_ring_steps(kind, chips) + _ring_steps(kind, target.cores_per_chip)) * step, sent
+
+
+def tensor_engine_seconds(cost: dict, target: Target, auto_cast: str) -> float:
+    """Each matrix product at the cycles its tiles take (estimator_model.matmul_cycles), at the
+    clock its type's rate implies; counts from before matmul shapes were recorded fall back to
+    FLOPs at the peak rate."""
+    per_cycle = 2 * model.constant("pe_partitions") * model.constant("pe_stationary_columns")
+    seconds = 0.0
+    if cost.get("matmuls") is None:
+        seconds = sum(f / target.matmul_flops_per_second(t, auto_cast) for t, f in cost["matmul_flops"].items())
+    for m in cost.get("matmuls") or ():
+        clock = target.matmul_flops_per_second(m["type"], auto_cast) / per_cycle
+        seconds += m["count"] * model.matmul_cycles(m["m"], m["k"], m["n"], m["batch"]) / clock
+    return seconds / model.constant("pe_sustained_fraction")
+
+
 @dataclass
 class ProgramEstimate:
     seconds: float
@@ -171,30 +203,40 @@ class ProgramEstimate:
     matmul_flops: float
 
 
-def estimate_program(p: Program, target: Target, auto_cast: str) -> ProgramEstimate:
+def estimate_program(p: Program, target: Target, auto_cast: str, collective_cores: int | None = None
+                     ) -> ProgramEstimate:
+    """One execution on one logical core. `collective_cores` widens the collectives that span
+    every core of the run to that many cores (data parallel over the instance)."""
     cost = p.cost
     g = target.figures
-    share = target.share()
-    matmul = sum(flops / target.matmul_flops_per_second(t, auto_cast) for t, flops in cost["matmul_flops"].items())
-    vector = cost["vector_ops"] / (g["vector_tflops_per_core"] * 1e12 * target.logical_nc_config)
-    scalar = cost["transcendental_ops"] / (g["scalar_tflops_per_core"] * 1e12 * target.logical_nc_config)
-    compute = max(matmul, vector, scalar)
-    memory = (cost["parameter_bytes"] + cost["output_bytes"]) / (g["hbm_bytes_per_second"] * share)
+    element_rate = 1e12 * target.logical_nc_config * model.constant("element_engine_fraction")
+    tensor = tensor_engine_seconds(cost, target, auto_cast)
+    vector = cost["vector_ops"] / (g["vector_tflops_per_core"] * element_rate)
+    scalar = cost["transcendental_ops"] / (g["scalar_tflops_per_core"] * element_rate)
+    spilled = model.spilled_bytes(cost.get("intermediates") or [], g["sbuf_bytes_per_core"] * target.logical_nc_config)
+    hbm_rate = g["hbm_bytes_per_second"] * target.share() * model.constant("hbm_efficiency")
+    # --auto-cast matmult: neuronx-cc casts FP32 matmul operands, the weights among them, to BF16,
+    # so the weights are read at half their bytes.
+    parameter_bytes = cost["parameter_bytes"] / (2 if auto_cast == "matmult" else 1)
+    memory = (parameter_bytes + cost["output_bytes"] + spilled) / hbm_rate
+    engines = model.serialised([tensor, vector, scalar, memory])
     participants = max(p.num_replicas * p.num_partitions, 1)
     collectives = 0.0
     link_bytes = 0.0
     for c in cost["collectives"]:
         n = c["group_size"] or participants
-        sent = _ring_bytes(c["kind"], c["bytes"], n) * c["count"]
-        # Within a chip the cores exchange through its HBM; across chips over NeuronLink.
-        per_core = (g["hbm_bytes_per_second"] if n <= target.cores_per_chip else g["link_bytes_per_second"]) \
-            / target.cores_per_chip
-        collectives += sent / per_core + _ring_steps(c["kind"], n) * c["count"] * g["collective_step_seconds"]
-        link_bytes += sent
-    launch = g["launch_seconds"]
-    parts = {"compute": compute, "memory": memory, "collectives": collectives, "launch": launch}
-    seconds = max(compute, memory) + collectives + launch
-    bound = max(parts, key=parts.get)
+        if collective_cores and n == participants:
+            n = collective_cores
+        seconds, sent = collective_seconds(c["kind"], c["bytes"], n, target)
+        collectives += seconds * c["count"]
+        link_bytes += sent * c["count"]
+    launch = model.constant("launch_seconds")
+    compute = max(tensor, vector, scalar)
+    parts = {"compute": compute, "memory": memory, "collectives": collectives, "launch": launch,
+             "tensor_engine": tensor, "vector_engine": vector, "scalar_engine": scalar,
+             "spilled_hbm_bytes": spilled, "engines": engines}
+    seconds = engines + collectives + launch
+    bound = max(("compute", "memory", "collectives", "launch"), key=parts.get)
     return ProgramEstimate(seconds, bound, parts, link_bytes, sum(cost["matmul_flops"].values()))
 
 
@@ -213,13 +255,44 @@ def step_window(programs: dict[str, Program], executions: list[dict]) -> tuple[i
     return len(marks), marker, window
 
 
+DEPLOYMENTS = ("copies", "data-parallel", "as-run")
+
+
+def deployment(mode: str, target: Target, cores_used: int) -> dict:
+    """How the script's job fills the instance: `copies` runs independent copies of it (one a
+    core when it used one), `data-parallel` runs its per-core work on every core with its
+    collectives widened to all of them, `as-run` only what the script used."""
+    k = max(cores_used, 1)
+    total = target.total_cores
+    if mode not in DEPLOYMENTS:
+        raise EstimateError(f"--deployment {mode!r}: expected one of {', '.join(DEPLOYMENTS)}")
+    if k > total:
+        raise EstimateError(f"the run used {k} NeuronCores, but {target.name} has {total}")
+    if mode == "as-run":
+        return {"mode": mode, "copies": 1, "collective_cores": None,
+                "description": f"as the script ran: {k} of {total} NeuronCore(s) busy, the instance paid in full"}
+    if mode == "copies":
+        return {"mode": mode, "copies": total // k, "collective_cores": None,
+                "description": f"{total // k} independent copies of the script's job, {k} NeuronCore(s) each"}
+    return {"mode": mode, "copies": total // k, "collective_cores": total,
+            "description": f"data parallel over all {total} NeuronCores, the script's collectives widened to them"}
+
+
+def calibration_range(value: float) -> tuple[float, float]:
+    """A throughput's low and high from the calibration's held-out ratios (predicted / published)."""
+    return value / model.constant("calibration_ratio_high"), value / model.constant("calibration_ratio_low")
+
+
 def estimate_for(target: Target, programs: dict[str, Program], executions: list[dict], auto_cast: str,
-                 per_step: float, unit: str, baseline: tuple[float, float] | None) -> dict:
+                 per_step: float, unit: str, baseline: tuple[float, float] | None,
+                 deployment_mode: str = "copies") -> dict:
     used = sorted({d for e in executions for d in e["devices"]})
     if used and used[-1] >= target.total_cores:
         raise EstimateError(f"the run used NeuronCores up to {used[-1]}, but {target.name} has "
                             f"{target.total_cores} (at logical NeuronCore config {target.logical_nc_config})")
-    per_program = {pid: estimate_program(p, target, auto_cast) for pid, p in programs.items()}
+    deployed = deployment(deployment_mode, target, len(used))
+    per_program = {pid: estimate_program(p, target, auto_cast, deployed["collective_cores"])
+                   for pid, p in programs.items()}
     steps, _, window = step_window(programs, executions)
     periods = max(steps - 1, 1)
     busy_run = defaultdict(float)
@@ -254,16 +327,28 @@ def estimate_for(target: Target, programs: dict[str, Program], executions: list[
         "mfu": flops_step / (step_seconds * peak) if step_seconds > 0 else 0.0,
         "unit": unit,
         "units_per_step": per_step,
-        "throughput_units_per_second": per_step / step_seconds if step_seconds > 0 else 0.0,
+        "deployment": deployed,
+        "latency_p50_seconds": step_seconds,
+        "throughput_per_copy_units_per_second": per_step / step_seconds if step_seconds > 0 else 0.0,
+        "throughput_units_per_second": deployed["copies"] * per_step / step_seconds if step_seconds > 0 else 0.0,
         "price_per_hour": target.price_per_hour,
         "cost_per_million_units": None,
+        "range": {},
         "programs": [],
     }
+    throughput = result["throughput_units_per_second"]
+    if step_seconds > 0:
+        low, high = calibration_range(throughput)
+        result["range"] = {"throughput_units_per_second": [low, high],
+                           "latency_p50_seconds": [step_seconds * throughput / high, step_seconds * throughput / low],
+                           "checked_against": model.CONSTANTS["calibration_ratio_low"].source}
     if target.price_per_hour is not None and step_seconds > 0:
-        result["cost_per_million_units"] = 1e6 / result["throughput_units_per_second"] * target.price_per_hour / 3600
+        result["cost_per_million_units"] = cost_per_million(target.price_per_hour, throughput)
+        result["range"]["cost_per_million_units"] = [cost_per_million(target.price_per_hour, high),
+                                                     cost_per_million(target.price_per_hour, low)]
     if baseline is not None:
         price, throughput = baseline
-        baseline_cost = 1e6 / throughput * price / 3600
+        baseline_cost = cost_per_million(price, throughput)
         result["baseline_cost_per_million_units"] = baseline_cost
         result["baseline_throughput_units_per_second"] = throughput
         if result["cost_per_million_units"]:
@@ -284,6 +369,11 @@ def estimate_for(target: Target, programs: dict[str, Program], executions: list[
             "unknown_trip_count": p.cost["unknown_trip_count"],
         })
     return result
+
+
+def cost_per_million(price_per_hour: float, units_per_second: float) -> float:
+    """What a million units cost on an instance paid by the hour, at the instance's throughput."""
+    return 1e6 / units_per_second * price_per_hour / 3600
 
 
 # ---------------------------------------------------------------- the trace
@@ -339,10 +429,11 @@ def write_trace(path: str, target: Target, programs: dict[str, Program], executi
             clock[d] = ts + est.seconds * 1e6
             events.append({"name": p.name, "cat": est.bound, "ph": "X", "pid": 0, "tid": d, "ts": ts,
                            "dur": est.seconds * 1e6, "cname": colours[est.bound],
-                           "args": {"bound": est.bound, **{k + "_us": v * 1e6 for k, v in est.parts.items()},
+                           "args": {"bound": est.bound, **{k + "_us": v * 1e6 for k, v in est.parts.items()
+                                                           if k != "spilled_hbm_bytes"},
                                     "matmul_flops": est.matmul_flops}})
         if p.cost["collectives"] and len(e["devices"]) > 1:
-            at = ts + (max(est.parts["compute"], est.parts["memory"]) + est.parts["collectives"] / 2) * 1e6
+            at = ts + (est.parts["engines"] + est.parts["collectives"] / 2) * 1e6
             for c in p.cost["collectives"]:
                 flow_id += 1
                 for n, d in enumerate(e["devices"]):
@@ -398,15 +489,24 @@ def format_text(results: list[dict], returncode: int) -> str:
                      f"{p['share_of_step'] * 100:>6.1f}%")
     lines.append("")
     headers = ["", *(r["instance_type"] for r in results)]
+    def spread(r: dict, key: str, show) -> str:
+        low, high = r["range"].get(key, (None, None))
+        return f"{show(low)} - {show(high)}" if low is not None else "-"
+
     rows = [
-        ("step time", [_seconds(r["step_seconds"]) for r in results]),
+        ("copies of the job on the instance", [str(r["deployment"]["copies"]) for r in results]),
+        ("step time (one copy)", [_seconds(r["step_seconds"]) for r in results]),
+        ("  range", [spread(r, "latency_p50_seconds", _seconds) for r in results]),
+        ("latency p50, one request in flight", [_seconds(r["latency_p50_seconds"]) for r in results]),
         ("run time (all executions)", [_seconds(r["run_seconds"]) for r in results]),
         ("model FLOPs utilisation (of BF16 peak)", [f"{r['mfu'] * 100:.2f}%" for r in results]),
-        (f"throughput ({first['unit']}/s)", [f"{r['throughput_units_per_second']:.4g}" for r in results]),
+        (f"throughput, instance ({first['unit']}/s)", [f"{r['throughput_units_per_second']:.4g}" for r in results]),
+        ("  range", [spread(r, "throughput_units_per_second", lambda v: f"{v:.4g}") for r in results]),
         ("price per hour", [f"${r['price_per_hour']:.3f}" if r["price_per_hour"] else "unknown (--price)"
                             for r in results]),
         (f"cost per million {first['unit']}", [f"${r['cost_per_million_units']:.4g}"
                                                if r["cost_per_million_units"] is not None else "-" for r in results]),
+        ("  range", [spread(r, "cost_per_million_units", lambda v: f"${v:.4g}") for r in results]),
     ]
     if "baseline_cost_per_million_units" in first:
         rows.append(("baseline cost per million", [f"${r['baseline_cost_per_million_units']:.4g}" for r in results]))
@@ -421,6 +521,10 @@ def format_text(results: list[dict], returncode: int) -> str:
         lines.append(f"  {label:<{width}}  " + "  ".join(f"{c:>{col}}" for c in cells))
     if any(p["unknown_trip_count"] for p in first["programs"]):
         lines.append("  note: a loop without a known trip count was counted once")
+    for r in results:
+        lines.append(f"  {r['instance_type']}: {r['deployment']['description']}")
+    if first["range"]:
+        lines.append(f"  ranges: {first['range']['checked_against']}")
     return "\n".join(lines)
 
 
@@ -447,7 +551,7 @@ def _positive(name: str, value: float | None) -> None:
 
 def main(command: list[str], instances: list[str] | None, unit: str, per_step: float, prices: list[str],
          baseline_price: float | None, baseline_throughput: float | None, auto_cast: str, as_json: bool,
-         trace: str | None = None, plot: str | None = None) -> int:
+         trace: str | None = None, plot: str | None = None, deployment_mode: str = "copies") -> int:
     from pjrt_neuron import roofline_plot
 
     try:
@@ -483,7 +587,8 @@ def main(command: list[str], instances: list[str] | None, unit: str, per_step: f
         for name in names:
             lnc = simulated["logical_nc_config"] if name == simulated["instance_type"] else None
             target = make_target(name, price_table, lnc)
-            results.append(estimate_for(target, programs, executions, auto_cast, per_step, unit, baseline))
+            results.append(estimate_for(target, programs, executions, auto_cast, per_step, unit, baseline,
+                                        deployment_mode))
             if trace and name == names[0]:
                 try:
                     write_trace(trace, target, programs, executions, auto_cast)
@@ -498,7 +603,8 @@ def main(command: list[str], instances: list[str] | None, unit: str, per_step: f
         print(f"pjrt-neuron estimate: {error}", file=sys.stderr)
         return 2
     if as_json:
-        print(json.dumps({"estimate": True, "model": MODEL_NAME, "script_exit_code": returncode,
+        print(json.dumps({"estimate": True, "model": MODEL_NAME, "constants": model.constants_json(),
+                          "script_exit_code": returncode,
                           "simulated_instance": simulated, "auto_cast": auto_cast, "instances": results}, indent=2))
     else:
         print(format_text(results, returncode))

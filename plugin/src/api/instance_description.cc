@@ -87,8 +87,6 @@ std::string CoreGenerationsJson() {
         .Key("scalar_tflops_per_core").Number(g.scalar_tflops_per_core, 3)
         .Key("hbm_bytes_per_second").Number(g.hbm_bytes_per_second, 0)
         .Key("link_bytes_per_second").Number(g.link_bytes_per_second, 0)
-        .Key("launch_seconds").Number(g.launch_seconds, 9)
-        .Key("collective_step_seconds").Number(g.collective_step_seconds, 9)
         .Field("sbuf_bytes_per_core", g.sbuf_bytes_per_core)
         .EndObject();
   }

@@ -38,15 +38,13 @@ struct CoreGenerationFigures {
   double scalar_tflops_per_core;  // ScalarEngine (transcendentals), FP32, a physical core
   double hbm_bytes_per_second;    // a chip
   double link_bytes_per_second;   // NeuronLink, a chip to its neighbours (assumed: see README)
-  double launch_seconds;          // fixed cost of one execution (assumed: see README)
-  double collective_step_seconds; // latency of one step of a ring collective (assumed: see README)
   int64_t sbuf_bytes_per_core;
 };
 
 inline const std::vector<CoreGenerationFigures>& KnownCoreGenerations() {
   static const std::vector<CoreGenerationFigures> kGenerations = {
-      {"NeuronCore-v2", 190, 190, 47.5, 2.3, 2.9, 820e9, 384e9, 20e-6, 5e-6, 24 * (int64_t{1} << 20)},
-      {"NeuronCore-v3", 667, 1299, 181, 1.0, 1.2, 2.9e12, 1280e9, 20e-6, 5e-6, 28 * (int64_t{1} << 20)},
+      {"NeuronCore-v2", 190, 190, 47.5, 2.3, 2.9, 820e9, 384e9, 24 * (int64_t{1} << 20)},
+      {"NeuronCore-v3", 667, 1299, 181, 1.0, 1.2, 2.9e12, 1280e9, 28 * (int64_t{1} << 20)},
   };
   return kGenerations;
 }

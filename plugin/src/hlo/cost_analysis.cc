@@ -16,6 +16,7 @@ namespace fields = hlo_fields;
 
 // Fields only the cost analysis reads (xla/service/hlo.proto, xla/xla_data.proto).
 constexpr uint32_t kInstructionConvolutionDimensionNumbers = 16;
+constexpr uint32_t kDotLhsBatch = 3;                // DotDimensionNumbers.lhs_batch_dimensions
 constexpr uint32_t kConvKernelOutputFeature = 4;    // ConvolutionDimensionNumbers
 constexpr uint32_t kReplicaGroupIds = 1;            // ReplicaGroup.replica_ids
 constexpr uint32_t kDeviceListGroups = 1;           // CollectiveDeviceListProto.replica_groups
@@ -69,6 +70,7 @@ struct Instruction {
   std::vector<int64_t> called;
   std::vector<int64_t> dimensions;
   std::vector<int64_t> lhs_contracting;
+  std::vector<int64_t> lhs_batch;
   int64_t kernel_output_feature = 0;
   std::string backend_config;
   int group_size = 0;
@@ -122,6 +124,7 @@ bool ReadInstruction(const std::string& bytes, Instruction* i) {
         Field g;
         while (!dot.done() && dot.Next(&g)) {
           if (g.number == fields::kDotLhsContracting) ReadInts(g, &i->lhs_contracting);
+          if (g.number == kDotLhsBatch) ReadInts(g, &i->lhs_batch);
         }
         break;
       }
@@ -295,10 +298,18 @@ class Counter {
     for (const Instruction& i : it->second->instructions) CountInstruction(i, times, depth, frame);
   }
 
-  ProgramCost Take() {
+  ProgramCost Take(int64_t root_id) {
     for (const auto& [key, count] : collective_counts_) {
       cost_.collectives.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), count});
     }
+    for (const auto& [key, count] : matmul_counts_) {
+      const auto& [type, batch, m, k, n] = key;
+      cost_.matmuls.push_back({type, batch, m, k, n, count});
+    }
+    for (const auto& [id, entry] : intermediate_counts_) {
+      if (id != root_id) intermediate_sizes_[entry.first] += entry.second;
+    }
+    for (const auto& [bytes, count] : intermediate_sizes_) cost_.intermediates.push_back({bytes, count});
     return std::move(cost_);
   }
 
@@ -353,8 +364,23 @@ class Counter {
     return kMoves.count(opcode) > 0;
   }
 
+  // Unfused results (frame is null outside fusions and calls) that occupy memory of their own.
+  void CountIntermediate(const Instruction& i, double times, const Frame* frame) {
+    static const std::set<std::string> kNoBuffer = {"parameter", "tuple", "get-tuple-element", "bitcast",
+                                                    "constant", "while", "call", "conditional",
+                                                    "after-all", "partition-id", "replica-id", "iota"};
+    if (frame != nullptr || kNoBuffer.count(i.opcode)) return;
+    const int64_t bytes = Bytes(i.shape);
+    if (bytes > 0) {
+      auto& entry = intermediate_counts_[i.id];
+      entry.first = bytes;
+      entry.second += times;
+    }
+  }
+
   void CountInstruction(const Instruction& i, double times, int depth, const Frame* frame) {
     const std::string& op = i.opcode;
+    CountIntermediate(i, times, frame);
     if (op == "fusion" || op == "call" || op == "async-start") {
       const Frame inner{&i, frame};
       for (int64_t c : i.called) CountComputation(c, times, depth + 1, &inner);
@@ -398,12 +424,24 @@ class Counter {
   void CountDot(const Instruction& i, double times, const Frame* frame) {
     const Shape* lhs = OperandShape(i, 0);
     if (lhs == nullptr || lhs->leaves.empty()) return;
-    double contracted = 1;
+    const std::vector<int64_t>& dims = lhs->leaves[0].dims;
+    int64_t contracted = 1;
     for (int64_t d : i.lhs_contracting) {
-      if (d >= 0 && static_cast<size_t>(d) < lhs->leaves[0].dims.size()) contracted *= lhs->leaves[0].dims[d];
+      if (d >= 0 && static_cast<size_t>(d) < dims.size()) contracted *= dims[d];
     }
-    cost_.matmul_flops[MatmulClass(SourceType(Find(i.operands[0]), frame))] +=
-        times * 2.0 * Elements(i.shape) * contracted;
+    int64_t batch = 1;
+    for (int64_t d : i.lhs_batch) {
+      if (d >= 0 && static_cast<size_t>(d) < dims.size()) batch *= dims[d];
+    }
+    const std::string type = MatmulClass(SourceType(Find(i.operands[0]), frame));
+    cost_.matmul_flops[type] += times * 2.0 * Elements(i.shape) * contracted;
+    const int64_t m = contracted * batch > 0 ? Elements(lhs->leaves[0]) / (contracted * batch) : 0;
+    const int64_t n = m * batch > 0 ? Elements(i.shape) / (m * batch) : 0;
+    AddMatmul(type, batch, m, contracted, n, times);
+  }
+
+  void AddMatmul(const std::string& type, int64_t batch, int64_t m, int64_t k, int64_t n, double times) {
+    if (m > 0 && k > 0 && n > 0) matmul_counts_[{type, batch, m, k, n}] += times;
   }
 
   // Each output element sums over the kernel's input features and window: kernel size / outputs.
@@ -416,8 +454,9 @@ class Counter {
     const int64_t outputs = k.dims[i.kernel_output_feature];
     if (outputs <= 0) return;
     const double per_output = static_cast<double>(Elements(k)) / static_cast<double>(outputs);
-    cost_.matmul_flops[MatmulClass(SourceType(Find(i.operands[0]), frame))] +=
-        times * 2.0 * Elements(i.shape) * per_output;
+    const std::string type = MatmulClass(SourceType(Find(i.operands[0]), frame));
+    cost_.matmul_flops[type] += times * 2.0 * Elements(i.shape) * per_output;
+    AddMatmul(type, 1, outputs, static_cast<int64_t>(per_output), Elements(i.shape) / outputs, times);
   }
 
   void CountCollective(const Instruction& i, const std::string& kind, double times) {
@@ -437,6 +476,9 @@ class Counter {
   std::unordered_map<int64_t, const Computation*> computations_;
   std::unordered_map<int64_t, const Instruction*> instructions_;
   std::map<std::tuple<std::string, int64_t, int>, int64_t> collective_counts_;
+  std::map<std::tuple<std::string, int64_t, int64_t, int64_t, int64_t>, double> matmul_counts_;
+  std::map<int64_t, std::pair<int64_t, double>> intermediate_counts_;  // by instruction id: bytes, runs
+  std::map<int64_t, double> intermediate_sizes_;
   ProgramCost cost_;
 };
 
@@ -451,7 +493,7 @@ StatusOr<ProgramCost> AnalyzeProgramCost(const std::string& bytes, bool with_con
   }
   Counter counter(module);
   counter.CountComputation(entry->id, 1.0, 0);
-  ProgramCost cost = counter.Take();
+  ProgramCost cost = counter.Take(entry->root_id);
   for (const Instruction& i : entry->instructions) {
     if (i.opcode == "parameter") cost.parameter_bytes += Bytes(i.shape);
     if (i.id == entry->root_id) cost.output_bytes = Bytes(i.shape);
@@ -478,6 +520,21 @@ std::string ProgramCostJson(const ProgramCost& cost) {
         .Field("group_size", c.group_size)
         .Field("count", c.count)
         .EndObject();
+  }
+  out.EndArray().Key("matmuls").BeginArray();
+  for (const MatmulShape& m : cost.matmuls) {
+    out.BeginObject()
+        .Field("type", m.type)
+        .Field("batch", m.batch)
+        .Field("m", m.m)
+        .Field("k", m.k)
+        .Field("n", m.n)
+        .Key("count").Number(m.count, 0)
+        .EndObject();
+  }
+  out.EndArray().Key("intermediates").BeginArray();
+  for (const IntermediateSize& i : cost.intermediates) {
+    out.BeginObject().Field("bytes", i.bytes).Key("count").Number(i.count, 0).EndObject();
   }
   return out.EndArray().EndObject().text();
 }

@@ -20,6 +20,25 @@ struct CollectiveCost {
   int64_t count = 0;    // executions of this collective per run of the program
 };
 
+// One shape of matrix product, as the TensorEngine tiles it: `batch` independent products of an
+// [m x k] by [k x n]. A convolution counts as the matrix product it is lowered to (m = output
+// features, k = input features x window, n = output positions).
+struct MatmulShape {
+  std::string type;  // the rate class, as in matmul_flops
+  int64_t batch = 1;
+  int64_t m = 0;
+  int64_t k = 0;
+  int64_t n = 0;
+  double count = 0;  // executions per run of the program
+};
+
+// Results of unfused instructions that are neither the program's parameters nor its result:
+// the activations a compiler must keep on chip or spill to HBM.
+struct IntermediateSize {
+  int64_t bytes = 0;
+  double count = 0;
+};
+
 struct ProgramCost {
   // Dot and convolution FLOPs (a multiply-add is 2) by the operands' type: "fp32", "bf16",
   // "fp16", "fp8", "int" (anything else).
@@ -30,6 +49,8 @@ struct ProgramCost {
   int64_t output_bytes = 0;      // what it writes: its result
   std::vector<CollectiveCost> collectives;  // one per distinct (kind, bytes, group size)
   bool unknown_trip_count = false;  // a while loop without a known trip count was counted once
+  std::vector<MatmulShape> matmuls;        // one per distinct (type, batch, m, k, n)
+  std::vector<IntermediateSize> intermediates;  // one per distinct size
 };
 
 // `module` is a serialized HloModuleProto, or HloModuleProtoWithConfig when `with_config`.

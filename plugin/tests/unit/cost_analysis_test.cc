@@ -133,6 +133,11 @@ TEST(AnalyzeProgramCost, CountsAConvolution) {
   EXPECT_EQ(cost.matmul_flops.at("fp32"), 2.0 * (2 * 16 * 6 * 6) * (3 * 3 * 3));
   EXPECT_EQ(cost.parameter_bytes, (2 * 3 * 8 * 8 + 16 * 3 * 3 * 3) * 4);
   EXPECT_EQ(cost.output_bytes, 2 * 16 * 6 * 6 * 4);
+  // Lowered to a matmul: 16 output features by 27 inputs a window, over 72 output positions.
+  ASSERT_EQ(cost.matmuls.size(), 1u);
+  EXPECT_EQ(cost.matmuls[0].m, 16);
+  EXPECT_EQ(cost.matmuls[0].k, 27);
+  EXPECT_EQ(cost.matmuls[0].n, 72);
 }
 
 // HWIO kernel [3, 3, 3, 16]: the output features are dimension 3, the count is the same.
@@ -271,11 +276,41 @@ TEST(AnalyzeProgramCost, RefusesBytesThatAreNoModule) {
   EXPECT_NE(cost.status().message().find("HloModuleProto"), std::string::npos) << cost.status().message();
 }
 
+TEST(AnalyzeProgramCost, RecordsEachMatmulsShapeForTheTensorEngineTiles) {
+  const ProgramCost cost = Analyze(MatmulModule(kBF16, 64, 128, 32));
+  ASSERT_EQ(cost.matmuls.size(), 1u);
+  const MatmulShape& m = cost.matmuls[0];
+  EXPECT_EQ(m.type, "bf16");
+  EXPECT_EQ(m.batch, 1);
+  EXPECT_EQ(m.m, 64);
+  EXPECT_EQ(m.k, 128);
+  EXPECT_EQ(m.n, 32);
+  EXPECT_EQ(m.count, 1);
+}
+
+// An unfused result that is neither parameter nor root is an activation the compiler must place.
+TEST(AnalyzeProgramCost, RecordsIntermediatesButNotParametersOrTheResult) {
+  const std::string module = MakeModule({MakeComputation(
+      1,
+      {MakeInstruction(1, "parameter", ArrayShape(kF32, {64, 128})),
+       MakeInstruction(2, "parameter", ArrayShape(kF32, {128, 32})),
+       MakeInstruction(3, "dot", ArrayShape(kF32, {64, 32}), {1, 2}, DotNumbers(1, 0)),
+       MakeInstruction(4, "negate", ArrayShape(kF32, {64, 32}), {3})},
+      4)});
+  const ProgramCost cost = Analyze(module);
+  ASSERT_EQ(cost.intermediates.size(), 1u);
+  EXPECT_EQ(cost.intermediates[0].bytes, 64 * 32 * 4);
+  EXPECT_EQ(cost.intermediates[0].count, 1);
+}
+
 TEST(ProgramCostJson, WritesEveryCount) {
   const std::string text = ProgramCostJson(Analyze(MatmulModule(kF32, 2, 3, 4)));
   EXPECT_NE(text.find("\"matmul_flops\":{\"fp32\":48}"), std::string::npos) << text;
   EXPECT_NE(text.find("\"parameter_bytes\":72"), std::string::npos) << text;
   EXPECT_NE(text.find("\"output_bytes\":32"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"matmuls\":[{\"type\":\"fp32\",\"batch\":1,\"m\":2,\"k\":3,\"n\":4,\"count\":1}]"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("\"intermediates\":[]"), std::string::npos) << text;
 }
 
 }  // namespace
