@@ -416,3 +416,18 @@ def test_older_torch_of_the_range_trains_as_the_newest(tmp_path):
     version = run_script("import torch; print(torch.__version__)", {"PYTHONPATH": str(older)}).stdout.strip()
     assert version.startswith("2.13.0")
     assert runs["older"] == runs["newest"] and len(runs["older"]) == 4
+
+
+def test_a_backward_op_without_a_lowering_runs_on_the_cpu_with_a_warning(monkeypatch):
+    """In the autograd engine's device thread an error cannot reach the caller (PyTorch's Python
+    device guard loses it or aborts), so there the op runs on the CPU, saying so once."""
+    monkeypatch.delenv("PJRT_NEURON_TORCH_FALLBACK", raising=False)
+    def program(d):
+        x = torch.arange(16.0).reshape(4, 4).to(d).requires_grad_()
+        torch.diagonal(x * 2).square().sum().backward()
+        return x.grad
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cpu, neuron = on_both(program)
+    assert_same(cpu, neuron)
+    assert any("part of a backward pass" in str(w.message) for w in caught)

@@ -230,13 +230,21 @@ def _shape_results(func, results: list):
     return tuple(results)
 
 
+def _in_autograd_device_thread() -> bool:
+    # PyTorch's Python-defined device guard loses (or, unwinding, aborts on) an exception raised in
+    # the autograd engine's thread for the device, so a backward op never raises there.
+    return threading.current_thread() is not threading.main_thread() and torch._C._current_graph_task_id() != -1
+
+
 def _unsupported(func, args, kwargs, reason: str):
-    if config._value("PJRT_NEURON_TORCH_FALLBACK") == "cpu":
+    chosen = config._value("PJRT_NEURON_TORCH_FALLBACK") == "cpu"
+    if chosen or _in_autograd_device_thread():
         if func not in _warned_fallbacks:
             _warned_fallbacks.add(func)
+            why = ("PJRT_NEURON_TORCH_FALLBACK=cpu" if chosen else
+                   "it is part of a backward pass, where an error cannot reach the caller")
             warnings.warn(f"The operator '{func}' is not lowered for the 'neuron' device ({reason}); it runs on "
-                          "the CPU instead (PJRT_NEURON_TORCH_FALLBACK=cpu), which copies its tensors through the host.",
-                          stacklevel=3)
+                          f"the CPU instead ({why}), which copies its tensors through the host.", stacklevel=3)
         return _on_cpu(func, args, kwargs)
     raise NotImplementedError(
         f"The operator '{func}' is not implemented for the 'neuron' device: {reason}. "
