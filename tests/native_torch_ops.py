@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 PASSING_LIST = Path(__file__).with_name("native_torch_ops_passing.txt")
-SAMPLES_PER_OP = 2
+SAMPLES_PER_OP = 1
 DTYPES = {"float32": torch.float32, "int64": torch.int64, "bool": torch.bool, "bfloat16": torch.bfloat16}
 
 

@@ -9,6 +9,7 @@ of its own (its stdout goes to stderr, so nothing a library prints can break a m
 
 from __future__ import annotations
 
+import atexit
 import os
 import pickle
 import struct
@@ -133,10 +134,15 @@ class Worker:
             raise EOFError
         return result[0]
 
+    def stop(self) -> None:
+        with self._lock:
+            self._stop()
+
     def _stop(self) -> None:
         if self._process is not None:
             self._process.kill()
             self._process.wait()
+            self._process.stdin.close()
         if self._replies is not None:
             self._replies.close()
         self._process = self._replies = None
@@ -151,6 +157,7 @@ def _has_fileno(stream) -> bool:
 
 
 worker = Worker()
+atexit.register(worker.stop)
 
 
 def _limit_memory() -> None:
