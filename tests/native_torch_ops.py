@@ -123,7 +123,7 @@ def _check_backward(op, dtype) -> None:
 
 
 def census(names=None, dtypes=("float32",), samples: int = SAMPLES_PER_OP, out=sys.stdout, start: str = "",
-           verbose: bool = False) -> dict:
+           verbose: bool = False, on_result=None) -> dict:
     """{(op, dtype): (outcome, detail)} over op_db, or the ops named."""
     ops = operators()
     results = {}
@@ -138,8 +138,10 @@ def census(names=None, dtypes=("float32",), samples: int = SAMPLES_PER_OP, out=s
             if dtype not in op.supported_dtypes("cpu"):
                 continue
             results[(name, dtype_name)] = outcome = check(op, dtype, samples)
-            if out is not None and outcome[0] == "failed":
-                print(f"failed  {name} {dtype_name}: {outcome[1]}", file=out, flush=True)
+            if out is not None and (outcome[0] == "failed" or verbose):
+                print(f"{outcome[0]:8}{name} {dtype_name}: {outcome[1]}", file=out, flush=True)
+            if on_result is not None:
+                on_result(results)
     return results
 
 
@@ -148,6 +150,23 @@ def counts(results: dict) -> dict:
     for outcome, _ in results.values():
         tally[outcome] += 1
     return tally
+
+
+def _list_writer():
+    """Rewrites the expected list after every op (a run cut short keeps what it found): ops this
+    run did not visit keep their line, the ones it visited are decided by it."""
+    kept = set()
+    if PASSING_LIST.exists():
+        kept = {line.strip() for line in PASSING_LIST.read_text().splitlines()
+                if line.strip() and not line.startswith("#")}
+
+    def write(results):
+        visited = {f"{name} {dtype}" for name, dtype in results}
+        passing = {f"{name} {dtype}" for (name, dtype), (outcome, _) in results.items() if outcome == "passed"}
+        PASSING_LIST.write_text("# op_db ops (and element types) that match the CPU on neuron; "
+                                "tests/native_torch_ops.py --write rewrites it\n"
+                                + "\n".join(sorted((kept - visited) | passing)) + "\n")
+    return write
 
 
 def main(argv=None) -> int:
@@ -160,22 +179,13 @@ def main(argv=None) -> int:
     parser.add_argument("ops", nargs="*")
     args = parser.parse_args(argv)
     dtypes = args.dtype or ["float32"]
-    results = census(args.ops or None, dtypes, args.samples, start=args.start, verbose=args.verbose)
+    write = _list_writer() if args.write else None
+    results = census(args.ops or None, dtypes, args.samples, start=args.start, verbose=args.verbose,
+                     on_result=write)
     for dtype_name in dtypes:
         tally = counts({k: v for k, v in results.items() if k[1] == dtype_name})
         print(f"op_db on neuron, {dtype_name}: {tally['passed']} passed, {tally['failed']} failed, "
-              f"{tally['refused']} refused (ops x dtypes, {args.samples} samples each, forward and backward)")
-    if args.write:
-        # Ops this run did not visit keep their line; the ones it visited are decided by it.
-        kept = set()
-        if PASSING_LIST.exists():
-            for line in PASSING_LIST.read_text().splitlines():
-                if line.strip() and not line.startswith("#") and tuple(line.split()) not in results:
-                    kept.add(line.strip())
-        passing = sorted(kept | {f"{name} {dtype}" for (name, dtype), (outcome, _) in results.items()
-                                 if outcome == "passed"})
-        PASSING_LIST.write_text("# op_db ops (and element types) that match the CPU on neuron; "
-                                "tests/native_torch_ops.py --write rewrites it\n" + "\n".join(passing) + "\n")
+              f"{tally['refused']} refused (ops x dtypes, {args.samples} sample each, forward and backward)")
     return 0
 
 

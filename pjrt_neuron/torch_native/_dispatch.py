@@ -22,7 +22,7 @@ aten = torch.ops.aten
 _programs: dict = {}
 _refusals: dict = {}
 _warned_fallbacks: set = set()
-_lock = threading.Lock()
+_warned_narrowing: set = set()
 
 
 def _describe(obj, tensors: list, floats: list | None = None):
@@ -139,6 +139,28 @@ def _written_arguments(func, args, kwargs) -> list:
 
 
 def dispatch(func, args, kwargs):
+    if kwargs.get("dtype") == torch.float64:
+        kwargs = {**kwargs, "dtype": _narrowed(func)}
+    if not _in_autograd_device_thread():
+        return _dispatch(func, args, kwargs)
+    try:
+        return _dispatch(func, args, kwargs)
+    except Exception as e:  # noqa: BLE001 (see _in_autograd_device_thread)
+        return _unsupported(func, args, kwargs, f"{type(e).__name__}: {str(e).splitlines()[0][:200]}",
+                            in_backward=True)
+
+
+def _narrowed(func) -> torch.dtype:
+    """float64 that an op asks for (a backward formula's accumulator): computed in float32, as
+    NeuronCores do; said once per op."""
+    if func not in _warned_narrowing:
+        _warned_narrowing.add(func)
+        warnings.warn(f"'{func}' asked for float64 on the 'neuron' device, which NeuronCores lack; "
+                      "it computes in float32", stacklevel=4)
+    return torch.float32
+
+
+def _dispatch(func, args, kwargs):
     special = _SPECIAL.get(func)
     if special is not None:
         return special(func, args, kwargs)
@@ -236,9 +258,9 @@ def _in_autograd_device_thread() -> bool:
     return threading.current_thread() is not threading.main_thread() and torch._C._current_graph_task_id() != -1
 
 
-def _unsupported(func, args, kwargs, reason: str):
+def _unsupported(func, args, kwargs, reason: str, in_backward: bool = False):
     chosen = config._value("PJRT_NEURON_TORCH_FALLBACK") == "cpu"
-    if chosen or _in_autograd_device_thread():
+    if chosen or in_backward or _in_autograd_device_thread():
         if func not in _warned_fallbacks:
             _warned_fallbacks.add(func)
             why = ("PJRT_NEURON_TORCH_FALLBACK=cpu" if chosen else
