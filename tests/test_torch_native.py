@@ -4,6 +4,7 @@ Runs in the current-PyTorch stack (torch >= 2.10 with torch-mlir; `.venv-pytorch
 the torch-xla stack has no such device and skips the module.
 """
 
+import gc
 import io
 import os
 import subprocess
@@ -92,10 +93,16 @@ def test_tensor_and_module_to_neuron():
 
 
 def test_ops_run_on_the_core_they_are_on():
+    gc.collect()  # earlier tests' cyclic garbage must not be freed between the two readings
     before = torch.neuron.memory_allocated(1)
     y = torch.ones(256, 256, device="neuron:1") @ torch.ones(256, 256, device="neuron:1")
     assert y.device.index == 1
     assert torch.neuron.memory_allocated(1) >= before + 256 * 256 * 4
+    held = torch.neuron.memory_allocated(1)
+    del y
+    gc.collect()
+    assert torch.neuron.memory_allocated(1) <= held - 256 * 256 * 4
+    y = torch.ones(256, 256, device="neuron:1") @ torch.ones(256, 256, device="neuron:1")
     assert float(y[0, 0]) == 256.0
 
 

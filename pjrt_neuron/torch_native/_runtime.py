@@ -56,7 +56,8 @@ class Runtime:
             raise RuntimeError(f"neuron: the plugin could not open this process's NeuronCores: {e}") from None
         self.devices = self.client.addressable_devices()
         self._compile_options = pjrt_capi.compile_options_proto(compile_portable_executable=True)
-        self.last_output: dict[int, pjrt_capi.Buffer] = {}
+        # The completion event of each core's last launch: holding it, not an output, frees outputs on time.
+        self.last_launch: dict[int, pjrt_capi.Event] = {}
         from pjrt_neuron.torch_native._lowering_worker import worker
 
         worker.start()  # imports torch and torch-mlir while the first ops run
@@ -111,19 +112,18 @@ class Runtime:
         if launcher is None:
             launcher = executable._launcher = _Launcher(self, executable)
         try:
-            outputs = launcher(buffers, self.device(index))
+            outputs, completion = launcher(buffers, self.device(index))
         except pjrt_capi.PjrtError as e:
             raise _out_of_memory(e, index) from None
-        if outputs:
-            self.last_output[index] = outputs[0]
+        self.last_launch[index] = completion  # the one it replaces is destroyed when dropped
         return outputs
 
     def synchronize(self, index: int) -> None:
         """Waits for the core's programs: a core runs them in launch order, so for the last one."""
-        last = self.last_output.get(index)
+        last = self.last_launch.get(index)
         if last is not None and last.alive:
             try:
-                last.block_until_ready()
+                last.await_()
             except pjrt_capi.PjrtError as e:
                 raise RuntimeError(f"neuron:{index}: a program failed: {e}") from None
 
@@ -156,11 +156,12 @@ class _Launcher:
         self.args.argument_lists = ctypes.addressof(self.argument_lists)
         self.args.num_devices = 1
         self.args.output_lists = ctypes.addressof(self.output_lists)
-        self.args.device_complete_events = None
+        self.completion = (ctypes.c_void_p * 1)()
+        self.args.device_complete_events = ctypes.addressof(self.completion)
         self.function = runtime.api.function("PJRT_LoadedExecutable_Execute")
         self.executable = executable  # kept alive as long as its launcher
 
-    def __call__(self, buffers, device) -> list:
+    def __call__(self, buffers, device) -> tuple[list, pjrt_capi.Event]:
         with self.lock:
             if self.arguments is None or len(self.arguments) != max(len(buffers), 1):
                 self.arguments = (ctypes.c_void_p * max(len(buffers), 1))()
@@ -173,7 +174,8 @@ class _Launcher:
             if error:
                 raise self.runtime.api.error_from_ptr(error, "PJRT_LoadedExecutable_Execute")
             client = self.runtime.client
-            return [pjrt_capi.Buffer(client, self.outputs[i]) for i in range(self.num_outputs)]
+            completion = pjrt_capi.Event(self.runtime.api, self.completion[0], client)
+            return [pjrt_capi.Buffer(client, self.outputs[i]) for i in range(self.num_outputs)], completion
 
 
 def _numpy_dtype(dtype: torch.dtype):
