@@ -102,7 +102,8 @@ _SLICE_BOUNDS = {"aten::slice_backward": (2, 4, 1), "aten::slice_scatter": (2, 4
 def _bounded_slice(func, args_template, inputs):
     """`end` past the dimension (x[1:] passes 2**63 - 1) clamped to it: torch-mlir would try to
     materialise the unclamped range."""
-    where = _SLICE_BOUNDS.get(func._schema.name)
+    schema = getattr(func, "_schema", None)
+    where = _SLICE_BOUNDS.get(schema.name) if schema is not None else None
     if where is None:
         return args_template
     dim_at, end_at, size_at = where
@@ -260,6 +261,9 @@ def _lower_with(func, args_template, kwargs_template, inputs: tuple, aliased_res
         # Traced on meta tensors; torch-mlir lowers factory ops only for a host device.
         if node.op == "call_function" and isinstance(node.kwargs.get("device"), torch.device):
             node.kwargs = {**node.kwargs, "device": torch.device("cpu")}
+        # Functionalization writes views as view_copy, which torch-mlir lowers only as view.
+        if node.op == "call_function" and node.target is torch.ops.aten.view_copy.default:
+            node.target = torch.ops.aten.view.default
     placeholders = [n for n in graph.graph.nodes if n.op == "placeholder"]
     output_node = next(n for n in graph.graph.nodes if n.op == "output")
     for node in list(graph.graph.nodes):
