@@ -122,9 +122,12 @@ class CompiledGraph:
             lowered = worker.lower_graph(buffer.getvalue(), tuple(template), tuple(inputs))
             executable = runtime().compile(lowered.text)
         except Unsupported as e:
-            raise RuntimeError(f"torch.compile(backend='neuron'): the {self.kind} graph could not be lowered for "
-                               f"the neuron device: {e}. Mark the code that uses it with "
-                               "torch.compiler.disable, or run it without torch.compile.") from None
+            culprit = _first_unsupported_op(self.graph) or (None, str(e), "")
+            op, why, where = culprit
+            what = f"the operator '{op}'" if op else f"the {self.kind} graph"
+            raise RuntimeError(f"torch.compile(backend='neuron'): {what} could not be lowered for the neuron device "
+                               f"({why}){where}. Run that code outside the compiled function "
+                               "(torch.compiler.disable), or without torch.compile.") from None
         return _Program(executable, lowered)
 
 
@@ -136,6 +139,40 @@ class _Program:
         self.outputs = lowered.outputs if lowered else []
         self.result_slots = lowered.result_slots if lowered else []
         self.written_inputs = lowered.written_inputs if lowered else []
+
+
+def _first_unsupported_op(graph: torch.fx.GraphModule):
+    """The first op of the graph that does not lower alone, as (op, why, where in the user's code)."""
+    for node in graph.graph.nodes:
+        if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+            continue
+        if node.target is torch.ops.aten.detach.default:
+            continue
+        inputs: list = []
+
+        def describe(argument):
+            if isinstance(argument, torch.fx.Node):
+                meta = argument.meta.get("val")
+                if not isinstance(meta, torch.Tensor):
+                    raise LookupError
+                inputs.append((tuple(meta.shape), meta.dtype))
+                return Slot(len(inputs) - 1)
+            if isinstance(argument, (list, tuple)):
+                return type(argument)(describe(a) for a in argument)
+            return argument
+
+        try:
+            args = describe(tuple(node.args))
+            kwargs = {k: describe(v) for k, v in node.kwargs.items()}
+        except LookupError:
+            continue
+        try:
+            worker.lower(node.target, args, kwargs, tuple(inputs), frozenset(), (), None)
+        except Unsupported as e:
+            trace = (node.meta.get("stack_trace") or "").strip().splitlines()
+            where = next((f", at {line.strip()}" for line in reversed(trace) if line.strip().startswith("File")), "")
+            return str(node.target), str(e), where
+    return None
 
 
 def _device_index(tensors) -> int:

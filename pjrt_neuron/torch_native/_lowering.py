@@ -261,9 +261,8 @@ def _lower_with(func, args_template, kwargs_template, inputs: tuple, aliased_res
         # Traced on meta tensors; torch-mlir lowers factory ops only for a host device.
         if node.op == "call_function" and isinstance(node.kwargs.get("device"), torch.device):
             node.kwargs = {**node.kwargs, "device": torch.device("cpu")}
-        # Functionalization writes views as view_copy, which torch-mlir lowers only as view.
-        if node.op == "call_function" and node.target is torch.ops.aten.view_copy.default:
-            node.target = torch.ops.aten.view.default
+        if node.op == "call_function":
+            node.target = _view_of_copy(node.target)
     placeholders = [n for n in graph.graph.nodes if n.op == "placeholder"]
     output_node = next(n for n in graph.graph.nodes if n.op == "output")
     for node in list(graph.graph.nodes):
@@ -297,6 +296,19 @@ def _lower_with(func, args_template, kwargs_template, inputs: tuple, aliased_res
             raise Unsupported("a result is not a tensor")
         specs.append((tuple(meta.shape), meta.dtype))
     return Lowered(_to_stablehlo(graph), specs, result_slots, written_inputs, lifted)
+
+
+@functools.lru_cache(maxsize=None)
+def _view_of_copy(target):
+    """Functionalization writes views as their *_copy ops (view_copy, slice_copy, ...), which
+    torch-mlir lowers only as the views themselves; in a value graph the two are the same."""
+    if not isinstance(target, torch._ops.OpOverload) or target.namespace != "aten":
+        return target
+    name = target._schema.name.split("::")[1]
+    if not name.endswith("_copy") or name in ("_copy", "_to_copy", "lift_fresh_copy"):
+        return target
+    view = getattr(getattr(torch.ops.aten, name[: -len("_copy")], None), target._overloadname, None)
+    return view if view is not None and view.is_view else target
 
 
 def _to_stablehlo(graph: torch.fx.GraphModule) -> str:
