@@ -9,12 +9,11 @@ Neuron tensors are a Python tensor subclass, which Dynamo would otherwise step i
 
 from __future__ import annotations
 
-import io
 import pickle
 
 import torch
 
-from pjrt_neuron.torch_native._lowering import Slot, Unsupported
+from pjrt_neuron.torch_native._lowering import NodeRef, OpRef, Slot, Unsupported, _meta_device
 from pjrt_neuron.torch_native._lowering_worker import worker
 from pjrt_neuron.torch_native._runtime import check_dtype, runtime
 from pjrt_neuron.torch_native._storage import NeuronTensor, assign, value, wrap
@@ -116,10 +115,8 @@ class CompiledGraph:
         program_graph = _program_graph(self.graph, self.results)
         if program_graph is None:
             return _Program(None, None)
-        buffer = io.BytesIO()
-        pickle.dump(program_graph, buffer)
         try:
-            lowered = worker.lower_graph(buffer.getvalue(), tuple(template), tuple(inputs))
+            lowered = worker.lower_graph(pickle.dumps(encode_graph(program_graph)), tuple(template), tuple(inputs))
             executable = runtime().compile(lowered.text)
         except Unsupported as e:
             culprit = _first_unsupported_op(self.graph) or (None, str(e), "")
@@ -175,6 +172,24 @@ def _first_unsupported_op(graph: torch.fx.GraphModule):
     return None
 
 
+def encode_graph(graph: torch.fx.Graph) -> list:
+    """The nodes as plain data for the worker. Pickling the GraphModule would not do: unpickling
+    re-traces its code, which folds factory ops (arange) into constants with no data on meta."""
+
+    def encode(value):
+        if isinstance(value, torch.fx.Node):
+            return NodeRef((value.name,))
+        if isinstance(value, torch._ops.OpOverload):
+            return OpRef((value.namespace, value._schema.name.split("::")[1], value._overloadname))
+        if isinstance(value, (list, tuple)):
+            return [encode(v) for v in value] if isinstance(value, list) else tuple(encode(v) for v in value)
+        if isinstance(value, dict):
+            return {k: encode(v) for k, v in value.items()}
+        return value
+
+    return [(n.op, n.name, encode(n.target), encode(tuple(n.args)), encode(dict(n.kwargs))) for n in graph.nodes]
+
+
 def _device_index(tensors) -> int:
     indices = {t.device.index for t in tensors if isinstance(t, NeuronTensor)}
     others = {str(t.device) for t in tensors if not isinstance(t, NeuronTensor) and t.dim() != 0}
@@ -186,25 +201,41 @@ def _device_index(tensors) -> int:
 
 
 def _lift_constants(graph: torch.fx.GraphModule):
-    """Tensor attributes of the graph (constants AOT kept) become trailing inputs: the lowering
-    worker has no neuron device, and programs take every tensor as an argument."""
-    constants = []
+    """Tensors the graph holds (attributes, and literals in an op's arguments) become trailing
+    inputs: the lowering worker has no neuron device, and programs take every tensor as an argument."""
+    constants: list = []
+    lifted: dict = {}
     placeholders = [n for n in graph.graph.nodes if n.op == "placeholder"]
-    for node in list(graph.graph.nodes):
-        if node.op != "get_attr":
-            continue
-        attribute = getattr(graph, node.target)
-        if not isinstance(attribute, torch.Tensor):
-            continue
+
+    def placeholder_for(tensor) -> torch.fx.Node:
+        if id(tensor) in lifted:
+            return lifted[id(tensor)]
         anchor = placeholders[-1] if placeholders else next(iter(graph.graph.nodes))
         insert = graph.graph.inserting_after(anchor) if placeholders else graph.graph.inserting_before(anchor)
         with insert:
-            lifted = graph.graph.placeholder(f"constant_{len(constants)}")
-        lifted.meta = dict(node.meta)
-        node.replace_all_uses_with(lifted)
-        graph.graph.erase_node(node)
-        placeholders.append(lifted)
-        constants.append(attribute)
+            node = graph.graph.placeholder(f"constant_{len(constants)}")
+        node.meta["val"] = tensor
+        placeholders.append(node)
+        constants.append(tensor)
+        lifted[id(tensor)] = node
+        return node
+
+    def lift(argument):
+        if isinstance(argument, torch.Tensor):
+            return placeholder_for(argument)
+        if isinstance(argument, (list, tuple)):
+            return type(argument)(lift(a) for a in argument)
+        return argument
+
+    for node in list(graph.graph.nodes):
+        if node.op == "get_attr":
+            attribute = getattr(graph, node.target)
+            if isinstance(attribute, torch.Tensor):
+                node.replace_all_uses_with(placeholder_for(attribute))
+                graph.graph.erase_node(node)
+        elif node.op in ("call_function", "output"):
+            node.args = lift(node.args)
+            node.kwargs = {k: lift(v) for k, v in node.kwargs.items()}
     if constants:
         graph.recompile()
     return graph, constants
@@ -244,11 +275,13 @@ def _program_graph(graph: torch.fx.GraphModule, results: list):
     copy.output(tuple(computed))
     for node in list(copy.nodes):
         node.meta = {}
+        # The worker has no neuron device: factories inside the graph make meta tensors there.
+        node.args, node.kwargs = _meta_device(node.args), {k: _meta_device(v) for k, v in node.kwargs.items()}
         if node.op == "call_function" and node.target is torch.ops.aten.detach.default:
             # Values only: detach matters to autograd, which has run; torch-mlir cannot lower its copy.
             node.replace_all_uses_with(node.args[0])
             copy.erase_node(node)
-    return torch.fx.GraphModule(torch.nn.Module(), copy)
+    return copy
 
 
 # Importing this module is how torch.compile finds the backend, before Dynamo traces anything.

@@ -83,6 +83,37 @@ class FloatSlot(Slot):
     """Where a Python float sits in an op's arguments (a candidate for a runtime input)."""
 
 
+class NodeRef(tuple):
+    """A node's name, where an encoded node refers to another."""
+
+
+class OpRef(tuple):
+    """An ATen op by (namespace, name, overload)."""
+
+
+def decode_graph(nodes: list) -> torch.fx.GraphModule:
+    graph = torch.fx.Graph()
+    made: dict = {}
+
+    def decode(value):
+        if isinstance(value, NodeRef):
+            return made[value[0]]
+        if isinstance(value, OpRef):
+            namespace, name, overload = value
+            return getattr(getattr(getattr(torch.ops, namespace), name), overload or "default")
+        if isinstance(value, list):
+            return [decode(v) for v in value]
+        if isinstance(value, tuple):
+            return tuple(decode(v) for v in value)
+        if isinstance(value, dict):
+            return {k: decode(v) for k, v in value.items()}
+        return value
+
+    for op, name, target, args, kwargs in nodes:
+        made[name] = graph.create_node(op, decode(target), decode(args), decode(kwargs), name)
+    return torch.fx.GraphModule(torch.nn.Module(), graph)
+
+
 def fill(template, tensors, floats=()):
     if isinstance(template, FloatSlot):
         return floats[template.number]

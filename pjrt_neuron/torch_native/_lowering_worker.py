@@ -41,8 +41,10 @@ def _read(stream):
 def _op(name: tuple):
     import torch
 
-    if name[0] == "graph":  # a whole graph of torch.compile, pickled
-        return pickle.loads(name[1])
+    if name[0] == "graph":  # a whole graph of torch.compile, encoded
+        from pjrt_neuron.torch_native._lowering import decode_graph
+
+        return decode_graph(pickle.loads(name[1]))
     namespace, op_name, overload = name
     return getattr(getattr(getattr(torch.ops, namespace), op_name), overload or "default")
 
