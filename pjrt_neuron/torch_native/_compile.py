@@ -89,7 +89,11 @@ class CompiledGraph:
         outputs = runtime().execute(program.executable, buffers, index) if program.executable else []
         tensor_numbers = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
         for number, buffer in zip(program.written_inputs, outputs[len(outputs) - len(program.written_inputs):]):
-            assign(args[tensor_numbers[number]], buffer)
+            written = args[tensor_numbers[number]]
+            if isinstance(written, NeuronTensor):
+                assign(written, buffer)
+            else:  # a host tensor the step updates (an optimizer's step count)
+                written.copy_(runtime().download(buffer, written.dtype).reshape(written.shape))
         results = []
         for kind, where in self.results:
             if kind == "input":
@@ -260,7 +264,8 @@ def _classify_results(graph: torch.fx.GraphModule) -> list:
 
 def _program_graph(graph: torch.fx.GraphModule, results: list):
     """A copy of the graph that returns only what the program computes, without node metadata (fake
-    tensors do not cross to the worker); None when it computes nothing."""
+    tensors do not cross to the worker); None when it computes nothing and writes no input (an
+    optimizer step returns nothing: its work is the inputs it writes)."""
     copy = torch.fx.Graph()
     environment: dict = {}
     output_node = None
@@ -270,7 +275,9 @@ def _program_graph(graph: torch.fx.GraphModule, results: list):
             continue
         environment[node] = copy.node_copy(node, lambda n: environment[n])
     computed = [environment[n] for n, (kind, _) in zip(output_node.args[0], results) if kind == "program"]
-    if not computed:
+    writes_an_input = any(n.op == "call_function" and n.target is torch.ops.aten.copy_.default
+                          and n.args[0].op == "placeholder" for n in graph.graph.nodes)
+    if not computed and not writes_an_input:
         return None
     copy.output(tuple(computed))
     for node in list(copy.nodes):

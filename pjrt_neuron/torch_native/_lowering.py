@@ -42,7 +42,51 @@ def _decompositions(wide: bool):
         table.update(torch._decomp.core_aten_decompositions())
     table[torch.ops.aten.var_mean.correction] = _var_mean
     table[torch.ops.aten.var.correction] = lambda *a, **k: _var_mean(*a, **k)[0]
+    table.update(_foreach_decompositions())
     return table
+
+
+def _foreach_decompositions() -> dict:
+    """Optimizers' multi-tensor ops (`_foreach_add`, `_foreach_addcdiv`, ...) as one op per tensor:
+    torch-mlir has no lowering for tensor lists, and in one program the two are the same."""
+    table = {}
+    for qualified in torch._C._dispatch_get_all_op_names():
+        namespace, _, full = qualified.partition("::")
+        name, _, overload = full.partition(".")
+        if namespace != "aten" or not name.startswith("_foreach_") or name.endswith("_"):
+            continue
+        packet = getattr(torch.ops.aten, name, None)
+        op = getattr(packet, overload or "default", None) if packet is not None else None
+        if op is not None:
+            table[op] = functools.partial(_foreach_each, name[len("_foreach_"):])
+    return table
+
+
+def _foreach_each(base_name: str, *args, **kwargs):
+    lists = [a for a in args if isinstance(a, (list, tuple))]
+    results = []
+    for i in range(len(lists[0])):
+        each = [a[i] if isinstance(a, (list, tuple)) else a for a in args]
+        each_kwargs = {k: (v[i] if isinstance(v, (list, tuple)) else v) for k, v in kwargs.items()}
+        results.append(_one_of_foreach(base_name, each, each_kwargs, i))
+    return results
+
+
+def _one_of_foreach(base_name: str, args: list, kwargs: dict, i: int):
+    aten = torch.ops.aten
+    if base_name == "norm":
+        ord_ = args[1] if len(args) > 1 else kwargs.get("ord", 2)
+        dtype = args[2] if len(args) > 2 else kwargs.get("dtype")
+        return aten.linalg_vector_norm(args[0], ord_, dtype=dtype)
+    if base_name == "copy":
+        return aten.clone(args[1])
+    if base_name in ("addcmul", "addcdiv") and len(args) == 4:
+        value = args.pop()
+        if isinstance(value, torch.Tensor):  # one scalar per tensor, in a tensor
+            combine = aten.mul if base_name == "addcmul" else aten.div
+            return aten.add(args[0], aten.mul(combine(args[1], args[2]), aten.select(value, 0, i)))
+        kwargs["value"] = value
+    return getattr(aten, base_name)(*args, **kwargs)
 
 
 def _var_mean(x, dim=None, *, correction=None, keepdim=False):
