@@ -43,7 +43,20 @@ def _decompositions(wide: bool):
     table[torch.ops.aten.var_mean.correction] = _var_mean
     table[torch.ops.aten.var.correction] = lambda *a, **k: _var_mean(*a, **k)[0]
     table.update(_foreach_decompositions())
+    table[torch.ops.aten.max_pool2d_with_indices_backward.default] = _max_pool2d_backward
     return table
+
+
+def _max_pool2d_backward(grad_output, x, kernel_size, stride, padding, dilation, ceil_mode, indices):
+    """Each window's gradient added at its maximum's place (`indices` count within a plane), as a
+    scatter-add, which torch-mlir lowers and its own max_pool2d backward is not."""
+    planes = tuple(x.shape[:-2])
+    flat_grad = torch.ops.aten.reshape.default(grad_output, planes + (-1,))
+    flat_indices = torch.ops.aten.reshape.default(indices, planes + (-1,))
+    zeros = torch.ops.aten.zeros.default(planes + (x.shape[-2] * x.shape[-1],), dtype=grad_output.dtype,
+                                         device=grad_output.device)
+    summed = torch.ops.aten.scatter_add.default(zeros, -1, flat_indices, flat_grad)
+    return torch.ops.aten.reshape.default(summed, tuple(x.shape))
 
 
 def _foreach_decompositions() -> dict:
