@@ -238,3 +238,30 @@ def test_torchvision_resnet18_trains_compiled_as_on_the_cpu():
     assert neuron[0] == pytest.approx(cpu[0], rel=1e-5)
     assert neuron == pytest.approx(cpu, rel=2e-3)
     torch.testing.assert_close(neuron_var, cpu_var, rtol=1e-3, atol=1e-5)
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_autocast_to_bfloat16_trains_as_autocast_on_the_cpu(compiled):
+    def run(device):
+        model = mlp().to(device)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        step_model = torch.compile(model, backend="neuron") if compiled and device == "neuron" else model
+        losses = []
+        for x, y in batches(3):
+            with torch.autocast(device, dtype=torch.bfloat16):
+                logits = step_model(x.to(device))
+                loss = torch.nn.functional.cross_entropy(logits, y.to(device))
+            assert logits.dtype == torch.bfloat16 and loss.dtype == torch.float32
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            losses.append(float(loss))
+        assert all(p.dtype == torch.float32 and p.grad is None for p in model.parameters())
+        return losses
+
+    cpu, neuron = run("cpu"), run("neuron")
+    # bfloat16 products: the two devices round in different places (CPU autocast keeps GELU in float32).
+    assert neuron == pytest.approx(cpu, rel=2e-3)
+    with torch.autocast("neuron", dtype=torch.bfloat16):
+        a = torch.randn(4, 4, device="neuron")
+        assert (a @ a).dtype == torch.bfloat16 and torch.softmax(a.bfloat16(), 0).dtype == torch.float32
