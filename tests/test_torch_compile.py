@@ -2,6 +2,9 @@
 
 import gc
 import json
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -11,7 +14,7 @@ if tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) < (2, 1
                 "current-PyTorch venv)", allow_module_level=True)
 pytest.importorskip("torch_mlir")
 
-from test_torch_native import run_script  # noqa: E402
+from test_torch_native import REPO, own_instance, run_script  # noqa: E402
 
 
 def mlp():
@@ -265,3 +268,53 @@ def test_autocast_to_bfloat16_trains_as_autocast_on_the_cpu(compiled):
     with torch.autocast("neuron", dtype=torch.bfloat16):
         a = torch.randn(4, 4, device="neuron")
         assert (a @ a).dtype == torch.bfloat16 and torch.softmax(a.bfloat16(), 0).dtype == torch.float32
+
+
+def test_the_estimate_finds_the_compiled_training_step(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent("""
+        import torch
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10)).to("neuron")
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        compiled = torch.compile(model, backend="neuron")
+        x, y = torch.randn(64, 64, device="neuron"), torch.randint(0, 10, (64,), device="neuron")
+        for _ in range(6):
+            torch.nn.functional.cross_entropy(compiled(x), y).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    """))
+    result = subprocess.run([sys.executable, "-m", "pjrt_neuron", "estimate", "--", sys.executable, str(script)],
+                            capture_output=True, text=True, timeout=600, env=own_instance())
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "6 step(s) found" in result.stdout, result.stdout[-3000:]
+    assert "cost per million steps" in result.stdout
+
+
+def digits_losses(argv, env) -> tuple:
+    result = subprocess.run([sys.executable, str(REPO / "examples" / "train_digits_native.py"), *argv],
+                            capture_output=True, text=True, timeout=900, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    losses = [float(line.split("loss")[1]) for line in result.stdout.splitlines() if line.startswith("epoch")]
+    return losses, float(result.stdout.rsplit("test accuracy:", 1)[1])
+
+
+def test_the_digits_example_compiled_trains_as_eagerly_on_the_cpu():
+    cpu, cpu_accuracy = digits_losses(["--device", "cpu", "--epochs", "6", "--min-accuracy", "0"], own_instance())
+    neuron, accuracy = digits_losses(["--compile", "--epochs", "6", "--min-accuracy", "0"], own_instance())
+    assert len(neuron) == 6 and neuron == pytest.approx(cpu, abs=1e-4)
+    assert accuracy == cpu_accuracy
+
+
+def test_the_digits_example_compiled_on_the_trainium_engine_trains_as_on_the_simulator(tmp_path):
+    """The compiled step's programs through neuronx-cc and libnrt.so.1 (the stand-in of both in tests/)."""
+    from neuron_standin import build
+    from test_neuron_engine import framework_env, run_example
+
+    standin = build.build()  # a stand-in that does not build fails here, never skips
+    argv = [sys.executable, str(REPO / "examples" / "train_digits_native.py"), "--compile", "--epochs", "3",
+            "--min-accuracy", "0"]
+    neuron = run_example(argv, framework_env(standin, tmp_path, "neuron"))
+    sim = run_example(argv, framework_env(standin, tmp_path, "sim"))
+    assert neuron == sim
+    assert float(neuron[0][-1]) < float(neuron[0][0])
