@@ -75,8 +75,12 @@ class CompiledGraph:
         self.graph, self.constants = _lift_constants(graph)
         self.results = _classify_results(self.graph)
         self.programs: dict = {}
+        self._constants_real = False
 
     def __call__(self, *args):
+        if self.constants and not self._constants_real:
+            self.constants = [_real_constant(c) for c in self.constants]
+            self._constants_real = True
         args = list(args) + list(self.constants)
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         index = _device_index(tensors)
@@ -202,6 +206,22 @@ def _device_index(tensors) -> int:
         raise RuntimeError(f"Expected all tensors to be on the same device, but found {', '.join(found)} "
                            "(in a graph compiled with backend='neuron')")
     return indices.pop() if indices else 0
+
+
+def _real_constant(tensor):
+    """A tensor the traced code made (torch.tensor(..., device="neuron"), Hugging Face's cache
+    layers' empty tensors) is held by the graph as a fake tensor; its values are the real tensor
+    kept beside it, or none at all when it is empty."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    if not isinstance(tensor, FakeTensor):
+        return tensor
+    if tensor.constant is not None:
+        return tensor.constant
+    if tensor.numel() == 0:
+        return torch.empty(tensor.shape, dtype=tensor.dtype, device=tensor.device)
+    raise RuntimeError(f"torch.compile(backend='neuron'): the graph holds a {tuple(tensor.shape)} tensor made while "
+                       "it was traced whose values were not kept; create it outside the compiled function")
 
 
 def _lift_constants(graph: torch.fx.GraphModule):
