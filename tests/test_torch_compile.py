@@ -340,3 +340,22 @@ def test_gpt2_greedy_generation_compiled_gives_the_cpus_tokens():
     cpu, neuron = generate("cpu", False), generate("neuron", True)
     assert neuron.shape == (2, 11)
     assert torch.equal(neuron, cpu)
+
+
+def test_trainium_diagnostics_of_a_compiled_graph_name_the_users_line(tmp_path):
+    script = tmp_path / "user_code.py"
+    script.write_text(textwrap.dedent("""
+        import torch
+
+        def f(x):
+            y = torch.sin(x) * 2
+            return y.argmax(dim=0)
+
+        print(torch.compile(f, backend="neuron")(torch.ones(5, 3, device="neuron")).tolist())
+    """))
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                            env=own_instance())
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().splitlines()[-1] == "[0, 0, 0]"
+    diagnostics = [line for line in result.stderr.splitlines() if "Trainium incompatibility" in line]
+    assert any(f"{script}:6" in line and "argmax" in line for line in diagnostics), result.stderr[-3000:]

@@ -10,6 +10,8 @@ Neuron tensors are a Python tensor subclass, which Dynamo would otherwise step i
 from __future__ import annotations
 
 import pickle
+import re
+from pathlib import Path
 
 import torch
 
@@ -195,7 +197,8 @@ def encode_graph(graph: torch.fx.Graph) -> list:
             return {k: encode(v) for k, v in value.items()}
         return value
 
-    return [(n.op, n.name, encode(n.target), encode(tuple(n.args)), encode(dict(n.kwargs))) for n in graph.nodes]
+    return [(n.op, n.name, encode(n.target), encode(tuple(n.args)), encode(dict(n.kwargs)), n.meta.get("stack_trace"))
+            for n in graph.nodes]
 
 
 def _device_index(tensors) -> int:
@@ -206,6 +209,25 @@ def _device_index(tensors) -> int:
         raise RuntimeError(f"Expected all tensors to be on the same device, but found {', '.join(found)} "
                            "(in a graph compiled with backend='neuron')")
     return indices.pop() if indices else 0
+
+
+_LIBRARY_DIRS = tuple(str(Path(m.__file__).resolve().parent) for m in (torch,))
+
+
+def _user_frames(stack_trace):
+    """The frames of a node's stack trace outside PyTorch itself, so a Trainium diagnostic points at
+    the user's line (or the model library's) rather than at torch/nn/functional.py."""
+    if not stack_trace:
+        return None
+    lines = stack_trace.splitlines()
+    kept = []
+    for i, line in enumerate(lines):
+        match = re.match(r'\s*File "([^"]+)", line \d+', line)
+        if match and not str(Path(match.group(1)).resolve()).startswith(_LIBRARY_DIRS):
+            kept.append(line)
+            if i + 1 < len(lines) and not lines[i + 1].lstrip().startswith("File "):
+                kept.append(lines[i + 1])
+    return "\n".join(kept) or None
 
 
 def _real_constant(tensor):
@@ -301,7 +323,8 @@ def _program_graph(graph: torch.fx.GraphModule, results: list):
         return None
     copy.output(tuple(computed))
     for node in list(copy.nodes):
-        node.meta = {}
+        user_frames = _user_frames(node.meta.get("stack_trace"))
+        node.meta = {"stack_trace": user_frames} if user_frames else {}
         # The worker has no neuron device: factories inside the graph make meta tensors there.
         node.args, node.kwargs = _meta_device(node.args), {k: _meta_device(v) for k, v in node.kwargs.items()}
         if node.op == "call_function" and node.target is torch.ops.aten.detach.default:

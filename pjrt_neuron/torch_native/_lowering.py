@@ -166,8 +166,10 @@ def decode_graph(nodes: list) -> torch.fx.GraphModule:
             return {k: decode(v) for k, v in value.items()}
         return value
 
-    for op, name, target, args, kwargs in nodes:
+    for op, name, target, args, kwargs, stack_trace in nodes:
         made[name] = graph.create_node(op, decode(target), decode(args), decode(kwargs), name)
+        if stack_trace:
+            made[name].meta["stack_trace"] = stack_trace
     return torch.fx.GraphModule(torch.nn.Module(), graph)
 
 
@@ -230,6 +232,12 @@ def _trace(func, args_template, kwargs_template, inputs, floats, wide: bool) -> 
     from torch.func import functionalize
 
     def call(*tensors):
+        if isinstance(func, torch.fx.GraphModule):
+            # Node by node, so each traced op keeps the user's line its graph node came from.
+            from torch.fx import traceback as fx_traceback
+
+            with fx_traceback.preserve_node_meta():
+                return torch.fx.Interpreter(func).run(*fill(args_template, tensors, floats))
         return func(*fill(args_template, tensors, floats), **fill(kwargs_template, tensors, floats))
 
     metas = [torch.empty(shape, dtype=dtype, device="meta") for shape, dtype in inputs]
@@ -422,4 +430,6 @@ def _to_stablehlo(graph: torch.fx.GraphModule) -> str:
     except Exception as e:
         detail = diagnostics[0] if diagnostics else (str(e).splitlines() or [""])[0]
         raise Unsupported(f"torch-mlir has no StableHLO lowering for it ({detail[:300]})") from None
-    return str(module)
+    located = any(n.meta.get("stack_trace") for n in graph.graph.nodes)
+    # Source locations become the program's metadata, which Trainium diagnostics name.
+    return module.operation.get_asm(enable_debug_info=located)
