@@ -92,8 +92,13 @@ class CompiledGraph:
             program = self.programs[key] = self._compile(key)
         buffers = [value(a) if isinstance(a, NeuronTensor) else runtime().upload(a, index)
                    for a in args if isinstance(a, torch.Tensor)]
-        outputs = runtime().execute(program.executable, buffers, index) if program.executable else []
         tensor_numbers = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+        for number in program.written_inputs:
+            # A donated buffer must be no other argument too (one tensor passed twice).
+            if sum(b.ptr == buffers[number].ptr for b in buffers) > 1:
+                with torch.no_grad():
+                    buffers[number] = value(args[tensor_numbers[number]].clone())
+        outputs = runtime().execute(program.executable, buffers, index) if program.executable else []
         for number, buffer in zip(program.written_inputs, outputs[len(outputs) - len(program.written_inputs):]):
             written = args[tensor_numbers[number]]
             if isinstance(written, NeuronTensor):
@@ -127,7 +132,7 @@ class CompiledGraph:
             return _Program(None, None)
         try:
             lowered = worker.lower_graph(pickle.dumps(encode_graph(program_graph)), tuple(template), tuple(inputs))
-            executable = runtime().compile(lowered.text)
+            executable = runtime().compile(_donating(lowered.text, lowered.written_inputs, len(lowered.outputs)))
         except Unsupported as e:
             culprit = _first_unsupported_op(self.graph) or (None, str(e), "")
             op, why, where = culprit
@@ -228,6 +233,27 @@ def _user_frames(stack_trace):
             if i + 1 < len(lines) and not lines[i + 1].lstrip().startswith("File "):
                 kept.append(lines[i + 1])
     return "\n".join(kept) or None
+
+
+def _donating(text: str, written_inputs, num_outputs: int) -> str:
+    """Marks each input the graph writes as aliased to the output that holds its new value, so the
+    program updates it in place (PJRT donation: no second copy of the parameters and optimizer state
+    in HBM during a step); the tensor then holds the output."""
+    first = num_outputs - len(written_inputs)
+    aliases = {number: first + j for j, number in enumerate(written_inputs)}
+    if not aliases:
+        return text
+    start = text.index("func.func @main(")
+    end = text.index(") -> ", start)
+
+    def mark(match):
+        number = int(match.group(2))
+        if number not in aliases:
+            return match.group(0)
+        return f"{match.group(1)} {{tf.aliasing_output = {aliases[number]} : i32}}"
+
+    signature = re.sub(r"(%arg(\d+): tensor<[^>]*>)", mark, text[start:end])
+    return text[:start] + signature + text[end:]
 
 
 def _real_constant(tensor):
