@@ -419,3 +419,31 @@ def test_inputs_a_compiled_graph_writes_are_donated_not_copied():
     assert in_step == [before]
     assert float(momentum[0, 0]) == pytest.approx(1.9)
     assert float(weights[0, 0]) == pytest.approx(-0.5 - 0.5 * 1.9)
+
+
+def test_batch_norm_and_python_floats_make_no_float64_programs(monkeypatch):
+    """NeuronCores have no float64: torch-mlir's batch norm statistics and its float64 scalar
+    constants would make neuronx-cc refuse the program."""
+    from pjrt_neuron.torch_native import _runtime
+
+    texts = []
+    compile_program = _runtime.Runtime.compile
+    monkeypatch.setattr(_runtime.Runtime, "compile", lambda self, text: texts.append(text) or compile_program(self, text))
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU(),
+                                torch.nn.Flatten(), torch.nn.Linear(144, 2))
+    x = torch.randn(5, 3, 8, 8)
+    expected = model(x).detach()
+    model = model.to("neuron")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    out = model(x.to("neuron"))  # eager
+    torch.testing.assert_close(out.detach().cpu(), expected, rtol=1e-4, atol=1e-5)
+    out.sum().backward()
+    optimizer.step()
+    compiled = torch.compile(model, backend="neuron")
+    compiled(x.to("neuron")).sum().backward()
+    optimizer.step()
+    model.eval()
+    compiled(x.to("neuron"))
+    assert len(texts) > 10
+    assert [t for t in texts if "f64" in t] == []
