@@ -181,10 +181,17 @@ def _narrowed(func) -> torch.dtype:
     return torch.float32
 
 
+_PRIVATEUSE1 = torch._C.DispatchKeySet(torch._C.DispatchKey.PrivateUse1)
+
+
 def _dispatch(func, args, kwargs):
     special = _SPECIAL.get(func)
     if special is not None:
         return special(func, args, kwargs)
+    if func.namespace == "c10d":
+        # torch.distributed's collectives: c10d's own kernel hands them to the process group's
+        # backend for the device (the `neuron` backend, _distributed).
+        return func.redispatch(_PRIVATEUSE1, *args, **kwargs)
     name = func._schema.name
     if name.startswith("aten::_foreach_"):
         return _foreach(func, args, kwargs)

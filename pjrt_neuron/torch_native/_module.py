@@ -36,11 +36,15 @@ def _is_in_bad_fork() -> bool:
 
 
 def device_count() -> int:
+    if not _runtime.initialized():
+        return _runtime.device_count_without_client()  # asking must not claim the cores
     return len(_runtime.runtime().devices)
 
 
 def current_device() -> int:
-    return getattr(_current, "index", 0)
+    """The thread's device; at first the process's own first core (neuron:LOCAL_RANK under torchrun)."""
+    index = getattr(_current, "index", None)
+    return _runtime.runtime().default_index if index is None else index
 
 
 def _index(device) -> int:
