@@ -433,7 +433,9 @@ def _to_copy(func, args, kwargs):
     source = args[0]
     device = kwargs.get("device")
     dtype = kwargs.get("dtype") or source.dtype
-    if device is None or (device.type == "neuron" and (device.index or 0) == source.device.index):
+    if device is not None and device.type == "neuron":
+        device = torch.device("neuron", runtime().canonical(device.index or 0))
+    if device is None or (device.type == "neuron" and device.index == source.device.index):
         return _run(func, args, kwargs)
     cpu = runtime().download(value(source), source.dtype).to(dtype)
     if device.type == "cpu":
@@ -478,7 +480,7 @@ def _empty_like(func, args, kwargs):
     meta = func(*_lowering._meta_device(tuple(_meta_alias(a) if isinstance(a, NeuronTensor) else a for a in args)),
                 **_lowering._meta_device(kwargs))
     device = kwargs.get("device")
-    index = args[0].device.index if device is None or device.index is None else device.index
+    index = args[0].device.index if device is None or device.index is None else runtime().canonical(device.index)
     return empty(meta.shape, meta.stride(), meta.dtype, index)
 
 
@@ -491,7 +493,7 @@ def factory_empty(size, stride=None, dtype=None, device=None):
 
         index = current_device()
     else:
-        index = device.index
+        index = runtime().canonical(device.index)
     size = tuple(size)
     stride = tuple(stride) if stride is not None else None
     from pjrt_neuron.torch_native._storage import contiguous_strides
@@ -511,7 +513,7 @@ def host_factory(name: str):
 
     def kernel(*args, **kwargs):
         device = kwargs.get("device")
-        index = device.index if device is not None and device.index is not None else _current_index()
+        index = runtime().canonical(device.index) if device is not None and device.index is not None else _current_index()
         kwargs = {**kwargs, "device": torch.device("cpu")}
         if torch.Tag.nondeterministic_seeded in op.tags:
             with _random.device_generator(index):

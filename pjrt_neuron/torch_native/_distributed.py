@@ -391,7 +391,7 @@ class ProcessGroupNeuron(_C10dBackend):
     reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
 
     def barrier(self, opts=None):
-        index = self._runtime.default_index
+        index = 0  # the process's own core
         token = torch.zeros(1, dtype=torch.int32, device=torch.device(NAME, index))
         program = _all_reduce_program((1,), torch.int32, "sum", self.size())
         work = self._submit("barrier()", token, program, [token], [token], [token])
@@ -417,7 +417,7 @@ class ProcessGroupNeuron(_C10dBackend):
         return tensor
 
     def _job_size(self) -> int:
-        return len({d.process_index for d in self._runtime.devices})
+        return len({d.process_index for d in self._runtime.job_devices})
 
     @staticmethod
     def _check_output(out, shape, like, what: str) -> None:
@@ -517,7 +517,7 @@ class ProcessGroupNeuron(_C10dBackend):
             match = re.search(r"needs NeuronCore (\d+)", text)
             if match:
                 core = int(match.group(1))
-                rank = next((d.process_index for d in self._runtime.devices if d.id == core), None)
+                rank = next((d.process_index for d in self._runtime.job_devices if d.id == core), None)
         if rank is not None and ("exited" in text or "no live process" in text):
             lead = f"rank {rank} has exited (or never joined the job)"
         elif isinstance(error, pjrt_capi.PjrtError) and error.code_name == "DEADLINE_EXCEEDED":

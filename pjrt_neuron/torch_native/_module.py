@@ -42,9 +42,7 @@ def device_count() -> int:
 
 
 def current_device() -> int:
-    """The thread's device; at first the process's own first core (neuron:LOCAL_RANK under torchrun)."""
-    index = getattr(_current, "index", None)
-    return _runtime.runtime().default_index if index is None else index
+    return getattr(_current, "index", 0)
 
 
 def _index(device) -> int:
@@ -58,7 +56,7 @@ def _index(device) -> int:
             raise ValueError(f"expected a neuron device, got {device}")
         index = current_device() if device.index is None else device.index
     _runtime.runtime().device(index)  # refuses a core the process does not have
-    return index
+    return _runtime.runtime().canonical(index)
 
 
 def set_device(device) -> None:

@@ -81,7 +81,8 @@ def device_count_without_client() -> int:
     env = os.environ
     try:
         if "NEURON_PJRT_PROCESSES_NUM_DEVICES" in env:
-            return sum(int(n) for n in env["NEURON_PJRT_PROCESSES_NUM_DEVICES"].split(","))
+            counts = [int(n) for n in env["NEURON_PJRT_PROCESSES_NUM_DEVICES"].split(",")]
+            return counts[int(env.get("NEURON_PJRT_PROCESS_INDEX", "0"))]
         own = None
         if env.get("NEURON_RT_VISIBLE_CORES"):
             own = _core_count(env["NEURON_RT_VISIBLE_CORES"])
@@ -89,7 +90,7 @@ def device_count_without_client() -> int:
             own = int(env["NEURON_RT_NUM_CORES"])
         world = int(env.get("NEURON_PJRT_WORLD_SIZE") or env.get("WORLD_SIZE") or 1)
         if world > 1 and ("NEURON_PJRT_WORLD_SIZE" in env or "LOCAL_RANK" in env):
-            return world * (own or 1)
+            return own or 1  # a rank of a job: its own cores
         if own is not None:
             return own
     except ValueError:
@@ -113,16 +114,20 @@ class Runtime:
             job = (f" (rank {os.environ.get('NEURON_PJRT_PROCESS_INDEX')} of a job of "
                    f"{os.environ.get('NEURON_PJRT_WORLD_SIZE')} processes)") if in_job else ""
             raise RuntimeError(f"neuron: the plugin could not open this process's NeuronCores{job}: {e}") from None
-        # `neuron:i` is the i-th NeuronCore of the job on this instance (in one process, of the
-        # process), so rank r of a torchrun job drives neuron:r; a process addresses only its own.
-        self.devices = self.client.devices()
-        self.addressable = [i for i, d in enumerate(self.devices) if d.is_addressable]
-        self.default_index = self.addressable[0] if self.addressable else 0
+        # `neuron:i` is the process's i-th NeuronCore, in a job too (as torch-xla's `xla:0` is each
+        # rank's own device): PyTorch's autograd engine runs a Python-registered device's backward
+        # only on index 0. In a job, `neuron:<the core's place in the job>` (neuron:LOCAL_RANK
+        # under torchrun) names the same core (`aliases`), so scripts written for CUDA run unchanged.
+        self.job_devices = self.client.devices()
+        self.devices = self.client.addressable_devices()
         self.process_index = self.client.process_index
+        own = {d.id: i for i, d in enumerate(self.devices)}
+        self.aliases = {place: own[d.id] for place, d in enumerate(self.job_devices)
+                        if d.id in own and place >= len(self.devices)}
         # A process of a multi-process job compiles its programs for its own core (the plugin places
         # a program given no place there; it refuses a portable one in a job), else portable ones
         # that run on whichever of the process's cores the op's tensors are on.
-        self._own_core_only = len(self.addressable) == 1 and len(self.devices) > 1
+        self._own_core_only = len(self.devices) == 1 and len(self.job_devices) > 1
         self._compile_options = pjrt_capi.compile_options_proto(compile_portable_executable=not self._own_core_only)
         # The completion event of each core's last launch: holding it, not an output, frees outputs on time.
         self.last_launch: dict[int, pjrt_capi.Event] = {}
@@ -131,15 +136,15 @@ class Runtime:
         worker.start()  # imports torch and torch-mlir while the first ops run
 
     def device(self, index: int):
+        index = self.aliases.get(index, index)
         if not 0 <= index < len(self.devices):
             raise RuntimeError(f"neuron:{index} does not exist: this process has {len(self.devices)} NeuronCore(s) "
                                f"(neuron:0 to neuron:{len(self.devices) - 1})")
-        if index not in self.addressable:
-            owner = self.devices[index].process_index
-            own = ", ".join(f"neuron:{i}" for i in self.addressable)
-            raise RuntimeError(f"neuron:{index} is NeuronCore {self.devices[index].id}, driven by process {owner} of "
-                               f"this job (rank {owner}); this process (rank {self.process_index}) drives {own}")
         return self.devices[index]
+
+    def canonical(self, index: int) -> int:
+        """The process's own index of the core a user's `neuron:index` names (see `aliases`)."""
+        return self.aliases.get(index, index)
 
     def upload(self, tensor: torch.Tensor, index: int) -> pjrt_capi.Buffer:
         """A dense copy of a CPU tensor in the HBM of NeuronCore `index`."""

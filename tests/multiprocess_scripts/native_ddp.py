@@ -1,0 +1,86 @@
+"""One rank of a DistributedDataParallel job on the native `neuron` device (or the CPU with gloo).
+
+    torchrun --nproc_per_node=2 native_ddp.py --device neuron --steps 8
+
+A small MLP on scikit-learn's digits: every step takes the next global batch, rank r its r-th
+share. Each rank prints one JSON line: the global loss of each step (the ranks' losses averaged
+with all_reduce), and its final weights. `reference()` is the same training in one CPU process on
+the whole global batch, which DDP's averaged gradients must reproduce.
+"""
+
+import argparse
+import json
+import os
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+GLOBAL_BATCH = 64
+LR = 0.1
+
+
+def model() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+
+
+def batches(steps: int):
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    x = torch.tensor(digits.data, dtype=torch.float32) / 16.0
+    y = torch.tensor(digits.target, dtype=torch.int64)
+    for step in range(steps):
+        start = step * GLOBAL_BATCH
+        yield x[start:start + GLOBAL_BATCH], y[start:start + GLOBAL_BATCH]
+
+
+def weights(net: nn.Module) -> dict:
+    return {name: p.detach().cpu().flatten().tolist() for name, p in net.named_parameters()}
+
+
+def reference(steps: int) -> dict:
+    """The same training in one process on the CPU, each step on the whole global batch."""
+    net = model()
+    opt = torch.optim.SGD(net.parameters(), lr=LR)
+    losses = []
+    for x, y in batches(steps):
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(net(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return {"losses": losses, "weights": weights(net)}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--device", default="neuron")
+    parser.add_argument("--steps", type=int, default=8)
+    args = parser.parse_args()
+    dist.init_process_group()  # neuron tensors: the neuron backend; CPU tensors: gloo
+    rank, world = dist.get_rank(), dist.get_world_size()
+    local = int(os.environ["LOCAL_RANK"])
+    device = torch.device(args.device, local) if args.device == "neuron" else torch.device("cpu")
+    net = model().to(device)
+    ddp = nn.parallel.DistributedDataParallel(net)  # a one-device module: device_ids stays None
+    opt = torch.optim.SGD(ddp.parameters(), lr=LR)
+    share = GLOBAL_BATCH // world
+    losses = []
+    for x, y in batches(args.steps):
+        x, y = x[rank * share:(rank + 1) * share].to(device), y[rank * share:(rank + 1) * share].to(device)
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(ddp(x), y)
+        loss.backward()
+        opt.step()
+        mean = loss.detach().clone()
+        dist.all_reduce(mean, op=dist.ReduceOp.AVG)
+        losses.append(mean.item())
+    print(json.dumps({"rank": rank, "world": world, "device": str(device), "losses": losses,
+                      "weights": weights(net)}), flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
