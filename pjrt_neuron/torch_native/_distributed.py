@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
+import queue
 import re
 import threading
 import time
@@ -286,6 +287,33 @@ class _Work(dist._Work):
 # ------------------------------------------------------------------ the process group
 
 
+class _Launcher:
+    """One thread that launches this rank's collectives in the order they were issued. A daemon
+    thread: a collective that can never run (its peers left, or launched something else) must not
+    keep the process from exiting, and the exit is what releases the peers' launches."""
+
+    def __init__(self):
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="neuron-collectives", daemon=True)
+        self._thread.start()
+
+    def submit(self, fn) -> concurrent.futures.Future:
+        done: concurrent.futures.Future = concurrent.futures.Future()
+        self._queue.put((fn, done))
+        return done
+
+    def _run(self) -> None:
+        while True:
+            fn, done = self._queue.get()
+            if not done.set_running_or_notify_cancel():
+                continue
+            try:
+                done.set_result(fn())
+            except BaseException as e:  # noqa: BLE001 (the caller's wait() raises it)
+                done.set_exception(e)
+
+
+
 class ProcessGroupNeuron(_C10dBackend):
     """The `neuron` backend of one process group: every rank of the job, one NeuronCore each."""
 
@@ -296,8 +324,7 @@ class ProcessGroupNeuron(_C10dBackend):
         self._global_ranks = global_ranks or list(range(size))
         self._sequence = 0
         self._lock = threading.Lock()
-        # One thread launches this rank's collectives, in the order they were issued.
-        self._launcher = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="neuron-collectives")
+        self._launcher = _Launcher()
         self._runtime = runtime()
 
     def getBackendName(self) -> str:
@@ -448,41 +475,37 @@ class ProcessGroupNeuron(_C10dBackend):
 
     def _await(self, work: _Work, limit: float | None) -> None:
         """Waits for the work; after a while without it, compares with the peers what each launched
-        as this collective, so a mismatch fails now, naming both."""
+        as this collective (through the job's store), so ranks that disagree fail now, naming both."""
         start = time.monotonic()
         deadline = start + (limit if limit is not None else self._timeout)
         posted = False
-        try:
-            while True:
-                try:
-                    work._done.result(timeout=_POLL_SECONDS if posted else _PROBE_SECONDS)
-                    break
-                except concurrent.futures.TimeoutError:
-                    pass
-                except Exception:  # noqa: BLE001 (the work carries the explained error)
-                    break
-                if not posted:
-                    self._store.set(self._key(work._sequence, self.rank()), work._what)
-                    posted = True
-                self._compare(work)
-                if time.monotonic() > deadline:
-                    missing = [r for r in range(self.size()) if r != self.rank()
-                               and not self._store.check([self._key(work._sequence, r)])]
-                    error = dist.DistBackendError(
-                        f"the neuron backend: {work._what} (collective #{work._sequence} of rank {self.rank()}) "
-                        f"timed out after {time.monotonic() - start:.0f} s; rank(s) {missing} never reached it")
-                    work._fail(error)
-                    raise error
-        finally:
-            if posted:
-                try:
-                    self._store.delete_key(self._key(work._sequence, self.rank()))
-                except Exception:  # noqa: BLE001 (the store may be gone with a failed job)
-                    pass
+        while True:
+            try:
+                work._done.result(timeout=_POLL_SECONDS if posted else _PROBE_SECONDS)
+                break
+            except concurrent.futures.TimeoutError:
+                pass
+            except Exception:  # noqa: BLE001 (the launch failed: see below)
+                if posted:
+                    self._compare(work)  # a peer that found the mismatch first may have left already
+                break
+            if not posted:
+                self._store.set(self._key(work._sequence, self.rank()), work._what)
+                posted = True
+            self._compare(work)
+            if time.monotonic() > deadline:
+                missing = [r for r in range(self.size()) if r != self.rank()
+                           and not self._store.check([self._key(work._sequence, r)])]
+                error = dist.DistBackendError(
+                    f"the neuron backend: {work._what} (collective #{work._sequence} of rank {self.rank()}) "
+                    f"timed out after {time.monotonic() - start:.0f} s; rank(s) {missing} never reached it")
+                work._fail(error)
+                raise error
         if work._done.exception() is not None:
             work._settle(work._done)
-        if work._error is not None:
             raise work._error
+        if posted:  # it ran after all: no peer needs this rank's entry any more
+            self._store.delete_key(self._key(work._sequence, self.rank()))
 
     def _compare(self, work: _Work) -> None:
         for peer in range(self.size()):
