@@ -325,7 +325,11 @@ class ProcessGroupNeuron(_C10dBackend):
         self._sequence = 0
         self._lock = threading.Lock()
         self._launcher = _Launcher()
-        self._runtime = runtime()
+
+    @property
+    def _runtime(self):
+        # At the first collective, not here: a job that only reduces CPU tensors claims no core.
+        return runtime()
 
     def getBackendName(self) -> str:
         return NAME

@@ -11,6 +11,7 @@ the whole global batch, which DDP's averaged gradients must reproduce.
 import argparse
 import json
 import os
+import sys
 
 import torch
 import torch.distributed as dist
@@ -54,6 +55,17 @@ def reference(steps: int) -> dict:
     return {"losses": losses, "weights": weights(net)}
 
 
+def report(result: dict) -> None:
+    """The rank's JSON line: to $NATIVE_DIST_OUT/rank<r>.json when set (the ranks share torchrun's
+    stdout, where long lines interleave), else to stdout."""
+    text = json.dumps(result)
+    directory = os.environ.get("NATIVE_DIST_OUT")
+    if directory:
+        with open(os.path.join(directory, f"rank{result['rank']}.json"), "w") as f:
+            f.write(text)
+    print(text[:2000], flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--device", default="neuron")
@@ -77,8 +89,7 @@ def main():
         mean = loss.detach().clone()
         dist.all_reduce(mean, op=dist.ReduceOp.AVG)
         losses.append(mean.item())
-    print(json.dumps({"rank": rank, "world": world, "device": str(device), "losses": losses,
-                      "weights": weights(net)}), flush=True)
+    report({"rank": rank, "world": world, "device": str(device), "losses": losses, "weights": weights(net)})
     dist.destroy_process_group()
 
 

@@ -25,6 +25,17 @@ def attempt(fn) -> dict:
                 "message": str(e), "seconds": round(time.monotonic() - start, 2)}
 
 
+def report(result: dict) -> None:
+    """The rank's JSON line: to $NATIVE_DIST_OUT/rank<r>.json when set (the ranks share torchrun's
+    stdout, where long lines interleave), else to stdout."""
+    text = json.dumps(result)
+    directory = os.environ.get("NATIVE_DIST_OUT")
+    if directory:
+        with open(os.path.join(directory, f"rank{result['rank']}.json"), "w") as f:
+            f.write(text)
+    print(text[:2000], flush=True)
+
+
 def main(case: str):
     dist.init_process_group(timeout=timedelta(seconds=5) if case == "absent" else None)
     rank = dist.get_rank()
@@ -44,7 +55,7 @@ def main(case: str):
             time.sleep(12)
             os._exit(0)
         result.update(attempt(lambda: dist.all_reduce(torch.ones(2, device=device))))
-    print(json.dumps(result), flush=True)
+    report(result)
     os._exit(0)  # the failed collective's launch may still wait in the plugin; nothing to tear down
 
 
