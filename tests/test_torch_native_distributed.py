@@ -109,11 +109,13 @@ def test_init_process_group_picks_the_neuron_backend_for_neuron_tensors_and_gloo
     for rank, report in enumerate(results.ranks("collectives")):
         assert report["rank"] == rank and report["world"] == 2
         assert report["backends"] == {"neuron": "ProcessGroupNeuron", "cpu": "ProcessGroupGloo"}
+        assert report["backend_name"] == "neuron"
         # Each rank drives its own core as neuron:0 (neuron:LOCAL_RANK names it too).
         assert report["device_count"] == 1 and report["tensor_device"] == "neuron:0"
 
 
-COLLECTIVES = ["all_reduce_sum", "all_reduce_avg", "all_reduce_max", "all_reduce_min", "all_reduce_sum_int64",
+COLLECTIVES = ["all_reduce_sum", "all_reduce_avg", "all_reduce_max", "all_reduce_min", "all_reduce_product",
+               "all_reduce_band_int32", "all_reduce_bor_int32", "all_reduce_bxor_int32", "all_reduce_sum_int64",
                "all_reduce_sum_bf16", "broadcast", "all_gather_into_tensor", "all_gather",
                "reduce_scatter_tensor_sum", "reduce_scatter_tensor_avg", "reduce_scatter", "async_works", "barrier"]
 

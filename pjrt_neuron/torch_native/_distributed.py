@@ -127,10 +127,29 @@ def _average(body: list[str], value_name: str, shape, dtype, world: int) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _all_reduce_program(shape, dtype, reduce: str, world: int):
+    if reduce in ("band", "bor", "bxor") and dtype != torch.bool:
+        return _gathered_reduce_program(shape, dtype, reduce, world)
     t = tensor_type(shape, dtype)
     body = [f'%sum = "stablehlo.all_reduce"(%arg0) {_region(reduce, dtype)} {{{_groups(world)}}} : ({t}) -> {t}']
     result = _average(body, "%sum", shape, dtype, world) if reduce == "avg" else "%sum"
     body.append(f"return {result} : {t}")
+    return runtime().compile(_module([t], [t], body), num_replicas=world)
+
+
+def _gathered_reduce_program(shape, dtype, reduce: str, world: int):
+    """A bitwise all_reduce of integers, which XLA's CPU collectives do not reduce: every rank's
+    elements gathered into rows, then reduced on each rank alike."""
+    _region(reduce, dtype)  # refuses floats
+    numel = _numel(shape)
+    t, row, rows = tensor_type(shape, dtype), tensor_type((1, numel), dtype), tensor_type((world, numel), dtype)
+    flat, scalar = tensor_type((numel,), dtype), tensor_type((), dtype)
+    body = [f"%row = stablehlo.reshape %arg0 : ({t}) -> {row}",
+            f'%rows = "stablehlo.all_gather"(%row) {{all_gather_dim = 0 : i64, {_groups(world)}}} : ({row}) -> {rows}',
+            f"%init = stablehlo.constant dense<{-1 if reduce == 'band' else 0}> : {scalar}",
+            f'%flat = "stablehlo.reduce"(%rows, %init) ({{\n      ^bb0(%x: {scalar}, %y: {scalar}):\n'
+            f"        %r = stablehlo.{_REGION_OPS[reduce]} %x, %y : {scalar}\n        stablehlo.return %r : {scalar}\n"
+            f"    }}) {{dimensions = array<i64: 0>}} : ({rows}, {scalar}) -> {flat}",
+            f"%out = stablehlo.reshape %flat : ({flat}) -> {t}", f"return %out : {t}"]
     return runtime().compile(_module([t], [t], body), num_replicas=world)
 
 
@@ -334,8 +353,7 @@ class ProcessGroupNeuron(_C10dBackend):
     def getBackendName(self) -> str:
         return NAME
 
-    @property
-    def name(self) -> str:  # noqa: D401
+    def name(self) -> str:
         return NAME
 
     # -------------------------------------------------------------- collectives

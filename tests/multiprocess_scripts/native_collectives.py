@@ -72,6 +72,9 @@ def cases(rank: int, world: int):
     R = dist.ReduceOp
     return [("all_reduce_sum", all_reduce(R.SUM)), ("all_reduce_avg", all_reduce(R.AVG)),
             ("all_reduce_max", all_reduce(R.MAX)), ("all_reduce_min", all_reduce(R.MIN)),
+            ("all_reduce_product", all_reduce(R.PRODUCT)), ("all_reduce_band_int32", all_reduce(R.BAND, torch.int32)),
+            ("all_reduce_bor_int32", all_reduce(R.BOR, torch.int32)),
+            ("all_reduce_bxor_int32", all_reduce(R.BXOR, torch.int32)),
             ("all_reduce_sum_int64", all_reduce(R.SUM, torch.int64)),
             ("all_reduce_sum_bf16", all_reduce(R.SUM, torch.bfloat16)),
             ("broadcast", broadcast), ("all_gather_into_tensor", all_gather_into_tensor), ("all_gather", all_gather),
@@ -101,7 +104,8 @@ def main():
     device = torch.device("neuron", int(os.environ["LOCAL_RANK"]))
     out = {"rank": rank, "world": world, "device_count": torch.neuron.device_count(),
            "tensor_device": str(torch.ones(1, device=device).device), "results": {},
-           "backends": {d: type(dist.group.WORLD._get_backend(torch.device(d))).__name__ for d in ("neuron", "cpu")}}
+           "backends": {d: type(dist.group.WORLD._get_backend(torch.device(d))).__name__ for d in ("neuron", "cpu")},
+           "backend_name": dist.group.WORLD._get_backend(torch.device("neuron")).name()}
     for name, fn in cases(rank, world):
         neuron = fn(device)
         assert all(t.device.type == "neuron" for t in neuron), name
