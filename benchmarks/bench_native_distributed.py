@@ -1,7 +1,7 @@
-"""torch.distributed on the native `neuron` device: all_reduce of 1 MiB and 64 MiB between two
-torchrun ranks on `neuron` (the package's backend, through the plugin's multi-process job) against
-gloo on CPU tensors in the same processes, and one DDP step of the digits MLP against one
-single-process CPU step.
+"""torch.distributed on the native `neuron` device: all_reduce of 1 MiB and 64 MiB float32 between
+two torchrun ranks on `neuron` (the package's backend, through the plugin's multi-process job)
+against gloo on CPU tensors in the same processes. (A DDP step against a single-process step is
+not measured yet.)
 
     torchrun --nproc_per_node=2 benchmarks/bench_native_distributed.py
 

@@ -6,9 +6,9 @@ per rank), with `dist.init_process_group()` and nothing neuron-specific but the 
 - multiprocess_scripts/native_collectives.py: each collective on neuron tensors (the package's
   `neuron` backend, through the plugin's multi-process job) against the same call on CPU tensors
   in the same processes (gloo, which init_process_group() keeps for the CPU).
-- multiprocess_scripts/native_ddp.py: DistributedDataParallel training an MLP on digits; losses
-  and weights against one CPU process on the whole global batch, and against the same job on the
-  CPU with gloo.
+- multiprocess_scripts/native_ddp.py: DistributedDataParallel training an MLP on digits, eager and
+  under torch.compile(backend="neuron"); losses and weights against one CPU process on the whole
+  global batch, and against the same job on the CPU with gloo.
 - multiprocess_scripts/native_faults.py: ranks that launch different shapes, a rank that dies, a
   rank that never comes: each fails in bounded time with DistBackendError naming the rank(s).
 """
@@ -68,7 +68,7 @@ def _torchrun(script: str, *args: str) -> Job:
 
 def _jobs() -> dict:
     return {  # longest first
-        "ddp_neuron": _torchrun("native_ddp.py", "--device", "neuron", "--steps", str(STEPS)),
+        "ddp_neuron": _torchrun("native_ddp.py", "--device", "neuron", "--steps", str(STEPS), "--compiled"),
         "collectives": _torchrun("native_collectives.py"),
         "faults_absent": _torchrun("native_faults.py", "absent"),
         "faults_mismatch": _torchrun("native_faults.py", "mismatch"),
@@ -151,6 +151,18 @@ def test_ddp_on_neuron_trains_like_one_cpu_process_on_the_global_batch(results):
     assert ranks[0]["weights"] == ranks[1]["weights"]  # DDP keeps the ranks identical
     for report in ranks:
         assert len(report["losses"]) == STEPS
+        assert max(abs(a - b) for a, b in zip(report["losses"], reference["losses"])) <= TOLERANCE
+        assert _max_difference(report["weights"], reference["weights"]) <= TOLERANCE
+
+
+@uses("ddp_neuron")
+def test_compiled_ddp_on_neuron_trains_like_one_cpu_process(results):
+    # torch.compile(DistributedDataParallel(model), backend="neuron"): Dynamo's graphs on the
+    # device, the gradient buckets reduced by the neuron backend as in eager mode.
+    reference = _reference()
+    ranks = [r["compiled"] for r in results.ranks("ddp_neuron")]
+    assert ranks[0]["weights"] == ranks[1]["weights"]
+    for report in ranks:
         assert max(abs(a - b) for a, b in zip(report["losses"], reference["losses"])) <= TOLERANCE
         assert _max_difference(report["weights"], reference["weights"]) <= TOLERANCE
 
