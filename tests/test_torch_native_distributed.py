@@ -182,7 +182,7 @@ def test_ddp_on_neuron_equals_the_same_job_on_the_cpu_with_gloo(results):
 def test_ranks_that_disagree_on_shape_fail_in_seconds_naming_both(results):
     for report in results.ranks("faults_mismatch"):
         assert report["warm"] == [2.0, 2.0]
-        assert report["is_dist_backend_error"], report
+        assert report["error"] == "DistBackendError" and report["is_dist_backend_error"], report
         message = report["message"]
         assert "launched different collectives as collective #1" in message, message
         assert "rank 0 ran all_reduce(float32[4], sum)" in message, message
@@ -193,7 +193,7 @@ def test_ranks_that_disagree_on_shape_fail_in_seconds_naming_both(results):
 @uses("faults_dead")
 def test_a_dead_rank_fails_its_peer_next_collective_at_once_naming_it(results):
     (report,) = results.ranks("faults_dead", count=1)  # rank 1 exited without a report
-    assert report["rank"] == 0 and report["is_dist_backend_error"], report
+    assert report["rank"] == 0 and report["error"] == "DistBackendError" and report["is_dist_backend_error"], report
     assert "all_reduce(float32[2], sum) (collective #1 of rank 0) did not run: rank 1 has exited" in report["message"]
     assert report["seconds"] < 30, report
 
@@ -201,6 +201,6 @@ def test_a_dead_rank_fails_its_peer_next_collective_at_once_naming_it(results):
 @uses("faults_absent")
 def test_a_rank_that_never_comes_fails_its_peer_at_the_process_group_timeout(results):
     (report,) = results.ranks("faults_absent", count=1)
-    assert report["is_dist_backend_error"], report
+    assert report["error"] == "DistBackendError" and report["is_dist_backend_error"], report
     assert "timed out after 5 s; rank(s) [1] never reached it" in report["message"], report["message"]
     assert 4 <= report["seconds"] < 30, report

@@ -2,13 +2,15 @@
 
 Each collective is a small replicated program (StableHLO all_reduce, all_gather, reduce_scatter)
 that every rank compiles alike and launches on its own NeuronCore; the plugin's multi-process job
-makes the ranks' launches meet (the instance daemon on the simulator, the Neuron runtime's
-collectives on Trainium), so no element crosses the host. A rank's launches go through one thread
-of its own, in the order the rank issued them, so a collective is asynchronous to the caller and
-every rank's k-th collective meets every other rank's k-th, as NCCL's stream order has it.
+makes the ranks' launches meet (the instance daemon on the simulator; on the Trainium engine, not
+yet run there, the Neuron runtime's collectives), so no element is copied out to the rank's host
+memory as gloo would. A rank's launches go through one thread of its own, in the order the rank
+issued them, so a collective is asynchronous to the caller and every rank's k-th collective meets
+every other rank's k-th, as NCCL's stream order has it. One NeuronCore per rank; the whole job.
 
 Registered for the device type `neuron` (gloo keeps CPU tensors): under torchrun,
-`dist.init_process_group()` (or `"cpu:gloo,neuron:neuron"`) and a tensor on `neuron:LOCAL_RANK`.
+`dist.init_process_group()` (or `"cpu:gloo,neuron:neuron"`) and tensors on the rank's own core
+(`neuron:0`, also named `neuron:LOCAL_RANK`; _runtime).
 """
 
 from __future__ import annotations
@@ -111,10 +113,6 @@ def _module(inputs: list[str], outputs: list[str], body: list[str]) -> str:
     results = outputs[0] if len(outputs) == 1 else "(" + ", ".join(outputs) + ")"
     lines = "\n    ".join(body)
     return f"module {{\n  func.func @main({params}) -> {results} {{\n    {lines}\n  }}\n}}\n"
-
-
-def _flat(numel: int, dtype) -> str:
-    return tensor_type((numel,), dtype)
 
 
 def _average(body: list[str], value_name: str, shape, dtype, world: int) -> str:
