@@ -19,7 +19,6 @@ import functools
 import importlib.util
 import json
 import os
-import socket
 import sys
 import tempfile
 from pathlib import Path
@@ -49,19 +48,15 @@ _SCRUBBED = (
 )
 
 
-def _free_port() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return str(s.getsockname()[1])
-
-
 def _torchrun(script: str, *args: str) -> Job:
     """A two-rank torchrun job on an instance of its own; each rank writes rank<r>.json to `data`."""
     out = tempfile.mkdtemp(prefix="pjrt-neuron-native-dist-")
     env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
     env.update({"TF_CPP_MIN_LOG_LEVEL": "2", "NATIVE_DIST_OUT": out, "PJRT_NEURON_COLLECTIVE_TIMEOUT": "60",
                 "PJRT_NEURON_LOCK_DIR": tempfile.mkdtemp(prefix="pjrt-neuron-native-dist-locks-")})
-    argv = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={_free_port()}",
+    # --standalone: the launcher binds a free port itself (a port chosen here could be taken by
+    # the time it starts, with other jobs starting beside it).
+    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
             str(SCRIPTS / script), *args]
     return Job(argv, env, data=out)
 
