@@ -245,6 +245,8 @@ def _run(func, args, kwargs):
             results.append(written[sorted(aliased).index(position)])
         elif slot is None:
             results.append(None)
+        elif isinstance(slot, tuple):
+            results.append(slot[1])
         else:
             shape, dtype = program.outputs[slot]
             results.append(wrap(outputs[slot], shape, dtype, index))
