@@ -6,12 +6,13 @@ backend) and on the same CPU tensors (gloo, which `init_process_group()` keeps f
 Prints one JSON line per rank: per case, the neuron result and gloo's, as lists.
 """
 
-import json
 import os
 import sys
 
 import torch
 import torch.distributed as dist
+
+from native_report import report  # this folder is the script's path
 
 
 def cases(rank: int, world: int):
@@ -85,17 +86,6 @@ def cases(rank: int, world: int):
 
 def listed(tensors):
     return [t.cpu().float().tolist() if t.dtype == torch.bfloat16 else t.cpu().tolist() for t in tensors]
-
-
-def report(result: dict) -> None:
-    """The rank's JSON line: to $NATIVE_DIST_OUT/rank<r>.json when set (the ranks share torchrun's
-    stdout, where long lines interleave), else to stdout."""
-    text = json.dumps(result)
-    directory = os.environ.get("NATIVE_DIST_OUT")
-    if directory:
-        with open(os.path.join(directory, f"rank{result['rank']}.json"), "w") as f:
-            f.write(text)
-    print(text[:2000], flush=True)
 
 
 def main():

@@ -10,13 +10,15 @@ the whole global batch, which DDP's averaged gradients must reproduce.
 """
 
 import argparse
-import json
 import os
 import sys
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the test also loads this file by path
+from native_report import report  # noqa: E402
 
 GLOBAL_BATCH = 64
 LR = 0.1
@@ -54,17 +56,6 @@ def reference(steps: int) -> dict:
         opt.step()
         losses.append(loss.item())
     return {"losses": losses, "weights": weights(net)}
-
-
-def report(result: dict) -> None:
-    """The rank's JSON line: to $NATIVE_DIST_OUT/rank<r>.json when set (the ranks share torchrun's
-    stdout, where long lines interleave), else to stdout."""
-    text = json.dumps(result)
-    directory = os.environ.get("NATIVE_DIST_OUT")
-    if directory:
-        with open(os.path.join(directory, f"rank{result['rank']}.json"), "w") as f:
-            f.write(text)
-    print(text[:2000], flush=True)
 
 
 def main():

@@ -5,7 +5,6 @@
     torchrun --nproc_per_node=2 native_faults.py absent     # rank 1 never comes (process group timeout 5 s)
 """
 
-import json
 import os
 import sys
 import time
@@ -13,6 +12,8 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+
+from native_report import report  # this folder is the script's path
 
 
 def attempt(fn) -> dict:
@@ -23,17 +24,6 @@ def attempt(fn) -> dict:
     except Exception as e:  # noqa: BLE001
         return {"error": type(e).__name__, "is_dist_backend_error": isinstance(e, dist.DistBackendError),
                 "message": str(e), "seconds": round(time.monotonic() - start, 2)}
-
-
-def report(result: dict) -> None:
-    """The rank's JSON line: to $NATIVE_DIST_OUT/rank<r>.json when set (the ranks share torchrun's
-    stdout, where long lines interleave), else to stdout."""
-    text = json.dumps(result)
-    directory = os.environ.get("NATIVE_DIST_OUT")
-    if directory:
-        with open(os.path.join(directory, f"rank{result['rank']}.json"), "w") as f:
-            f.write(text)
-    print(text[:2000], flush=True)
 
 
 def main(case: str):
