@@ -351,6 +351,95 @@ def test_who_owns_the_device_name(tmp_path, setting, torch_neuronx, owner):
     assert result.stdout.strip() == owner
 
 
+# ------------------------------------------------------------------ several cores in one process
+
+
+def test_backward_runs_on_the_core_the_tensors_are_on():
+    torch.manual_seed(3)
+    weight, x = torch.randn(5, 4), torch.randn(3, 5)
+    def grads(device):
+        w = weight.clone().to(device).requires_grad_()
+        (torch.tanh(x.to(device) @ w) ** 2).sum().backward()
+        return w.grad
+    cpu = grads("cpu")
+    on_core_1 = grads("neuron:1")
+    assert on_core_1.device == torch.device("neuron", 1)
+    assert_same(cpu, on_core_1.cpu())
+
+
+def test_two_core_model_parallel_trains_as_on_the_cpu():
+    torch.manual_seed(0)
+    first, second = torch.nn.Linear(6, 16), torch.nn.Linear(16, 3)
+    x, target = torch.randn(8, 6), torch.randint(0, 3, (8,))
+    def train(devices):
+        a, b = (torch.nn.Linear(6, 16), torch.nn.Linear(16, 3))
+        a.load_state_dict(first.state_dict())
+        b.load_state_dict(second.state_dict())
+        a.to(devices[0])
+        b.to(devices[1])
+        optimizer = torch.optim.SGD([*a.parameters(), *b.parameters()], lr=0.1, momentum=0.9)
+        losses = []
+        for _ in range(4):
+            hidden = torch.relu(a(x.to(devices[0])))
+            loss = torch.nn.functional.cross_entropy(b(hidden.to(devices[1])), target.to(devices[1]))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        assert a.weight.grad.device == torch.device(devices[0]) and b.weight.grad.device == torch.device(devices[1])
+        return losses, a.weight.detach().cpu(), b.weight.detach().cpu()
+    cpu, neuron = train(("cpu", "cpu")), train(("neuron:0", "neuron:1"))
+    assert max(abs(c - n) for c, n in zip(cpu[0], neuron[0])) <= 1e-5
+    assert_same(cpu[1], neuron[1])
+    assert_same(cpu[2], neuron[2])
+
+
+def test_current_device_is_shared_with_pytorchs_device_guards():
+    previous = torch.neuron.current_device()
+    try:
+        torch.neuron.set_device(1)
+        assert torch.accelerator.current_device_index() == 1
+        assert torch.empty(2, device="neuron").device == torch.device("neuron", 1)
+        torch.accelerator.set_device_index(0)
+        assert torch.neuron.current_device() == 0
+        with torch.neuron.device(1):
+            assert torch.ones(1, device="neuron").device.index == 1
+        assert torch.neuron.current_device() == 0
+        assert torch.accelerator.device_count() == torch.neuron.device_count() == 2
+    finally:
+        torch.neuron.set_device(previous)
+
+
+def test_a_core_the_process_does_not_have_is_refused_by_name():
+    with pytest.raises(RuntimeError, match=r"neuron:7 does not exist: this process has 2 NeuronCore"):
+        torch.accelerator.set_device_index(7)
+    with pytest.raises(RuntimeError, match=r"neuron:7 does not exist"):
+        torch.neuron.set_device(7)
+    assert torch.neuron.current_device() == 0
+
+
+def test_streams_and_events():
+    stream = torch.neuron.Stream()
+    assert stream.device == torch.device("neuron", 0) and stream != torch.neuron.default_stream()
+    assert torch.neuron.current_stream() == torch.neuron.default_stream()
+    with torch.neuron.stream(stream):
+        assert torch.neuron.current_stream() == stream
+        y = torch.ones(64, 64, device="neuron") @ torch.ones(64, 64, device="neuron")
+    assert torch.neuron.current_stream() == torch.neuron.default_stream()
+    start, end = torch.neuron.Event(enable_timing=True), torch.neuron.Event(enable_timing=True)
+    start.record()
+    z = (y @ y).sum()
+    end.record()
+    end.synchronize()
+    assert end.query() and start.elapsed_time(end) >= 0.0
+    assert isinstance(end, torch.neuron.Event) and not isinstance(torch.Event(device="cpu"), torch.neuron.Event)
+    assert z.item() == 64.0 ** 5  # 64 x 64 entries of 64 * 64 * 64
+    other = torch.neuron.Stream(device=1)
+    assert other.device == torch.device("neuron", 1)
+    other.wait_stream(stream)
+    other.synchronize()
+
+
 # ------------------------------------------------------------------ whole programs
 
 

@@ -6,9 +6,11 @@ per rank), with `dist.init_process_group()` and nothing neuron-specific but the 
 - multiprocess_scripts/native_collectives.py: each collective on neuron tensors (the package's
   `neuron` backend, through the plugin's multi-process job) against the same call on CPU tensors
   in the same processes (gloo, which init_process_group() keeps for the CPU).
-- multiprocess_scripts/native_ddp.py: DistributedDataParallel training an MLP on digits, eager and
-  under torch.compile(backend="neuron"); losses and weights against one CPU process on the whole
-  global batch, and against the same job on the CPU with gloo.
+- multiprocess_scripts/native_ddp.py: DistributedDataParallel training an MLP on digits, eager,
+  under torch.compile(backend="neuron") and with device_ids=[LOCAL_RANK], and FSDP2 (fully_shard);
+  losses and weights against one CPU process on the whole global batch, and against the same job
+  on the CPU with gloo.
+- the DDP job again on the Trainium engine (neuronx-cc and libnrt.so.1 being the stand-in in tests/).
 - multiprocess_scripts/native_faults.py: ranks that launch different shapes, a rank that dies, a
   rank that never comes: each fails in bounded time with DistBackendError naming the rank(s).
 """
@@ -36,7 +38,7 @@ from job_pool import Job, JobPool, uses, wanted_jobs  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "tests" / "multiprocess_scripts"
-TIMEOUT = 300
+TIMEOUT = 600  # the stand-in's compiler takes minutes on 2 shared cores
 STEPS = 8
 TOLERANCE = 1e-4
 
@@ -61,14 +63,33 @@ def _torchrun(script: str, *args: str) -> Job:
     return Job(argv, env, data=out)
 
 
+STANDIN_STEPS = 3
+
+
+def _on_the_standin(job: Job) -> Job:
+    """The same job on the Trainium engine: neuronx-cc and libnrt.so.1 are the stand-in in tests/,
+    the collectives the runtime's own (a stand-in that does not build fails the job, never skips)."""
+    from neuron_standin import build
+    from test_multiprocess import _free_port
+    from test_neuron_engine import standin_env
+
+    standin = build.build()
+    job.env.update(standin_env(standin, tempfile.mkdtemp(prefix="nrt-locks-"), NEURON_RT_EXEC_TIMEOUT=120))
+    job.env.update({"NEURON_RT_ROOT_COMM_ID": f"127.0.0.1:{_free_port()}", "PJRT_NEURON_COLLECTIVE_TIMEOUT": "120"})
+    return job
+
+
 def _jobs() -> dict:
     return {  # longest first
-        "ddp_neuron": _torchrun("native_ddp.py", "--device", "neuron", "--steps", str(STEPS), "--compiled"),
+        "ddp_standin": _on_the_standin(_torchrun("native_ddp.py", "--device", "neuron", "--steps",
+                                                 str(STANDIN_STEPS))),
+        "ddp_neuron": _torchrun("native_ddp.py", "--device", "neuron", "--steps", str(STEPS), "--compiled",
+                                "--device-ids", "--fsdp"),
         "collectives": _torchrun("native_collectives.py"),
         "faults_absent": _torchrun("native_faults.py", "absent"),
         "faults_mismatch": _torchrun("native_faults.py", "mismatch"),
         "faults_dead": _torchrun("native_faults.py", "dead"),
-        "ddp_gloo": _torchrun("native_ddp.py", "--device", "cpu", "--steps", str(STEPS)),
+        "ddp_gloo": _torchrun("native_ddp.py", "--device", "cpu", "--steps", str(STEPS), "--fsdp"),
     }
 
 
@@ -105,8 +126,9 @@ def test_init_process_group_picks_the_neuron_backend_for_neuron_tensors_and_gloo
         assert report["rank"] == rank and report["world"] == 2
         assert report["backends"] == {"neuron": "ProcessGroupNeuron", "cpu": "ProcessGroupGloo"}
         assert report["backend_name"] == "neuron"
-        # Each rank drives its own core as neuron:0 (neuron:LOCAL_RANK names it too).
-        assert report["device_count"] == 1 and report["tensor_device"] == "neuron:0"
+        # Each rank drives its own core as neuron:0; neuron:LOCAL_RANK names it too, so the rank
+        # counts the names up to its own (libraries index per-device tables by LOCAL_RANK).
+        assert report["device_count"] == rank + 1 and report["tensor_device"] == "neuron:0"
 
 
 COLLECTIVES = ["all_reduce_sum", "all_reduce_avg", "all_reduce_max", "all_reduce_min", "all_reduce_product",
@@ -127,11 +149,11 @@ def test_collective_on_neuron_equals_gloo_on_the_cpu(results, case):
 # ---------------------------------------------------------------- DistributedDataParallel
 
 
-def _reference():
+def _reference(steps: int = STEPS):
     spec = importlib.util.spec_from_file_location("native_ddp", SCRIPTS / "native_ddp.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.reference(STEPS)
+    return module.reference(steps)
 
 
 def _max_difference(a: dict, b: dict) -> float:
@@ -158,6 +180,46 @@ def test_compiled_ddp_on_neuron_trains_like_one_cpu_process(results):
     ranks = [r["compiled"] for r in results.ranks("ddp_neuron")]
     assert ranks[0]["weights"] == ranks[1]["weights"]
     for report in ranks:
+        assert max(abs(a - b) for a, b in zip(report["losses"], reference["losses"])) <= TOLERANCE
+        assert _max_difference(report["weights"], reference["weights"]) <= TOLERANCE
+
+
+@uses("ddp_neuron")
+def test_ddp_with_device_ids_local_rank_trains_like_one_cpu_process(results):
+    # DistributedDataParallel(model, device_ids=[LOCAL_RANK]) after torch.neuron.set_device(LOCAL_RANK),
+    # as CUDA scripts have it: inputs copied on a side stream, gradients reduced in buckets.
+    reference = _reference()
+    ranks = [r["device_ids"] for r in results.ranks("ddp_neuron")]
+    assert ranks[0]["weights"] == ranks[1]["weights"]
+    for report in ranks:
+        assert max(abs(a - b) for a, b in zip(report["losses"], reference["losses"])) <= TOLERANCE
+        assert _max_difference(report["weights"], reference["weights"]) <= TOLERANCE
+
+
+@uses("ddp_neuron", "ddp_gloo")
+def test_fsdp2_on_neuron_trains_like_one_cpu_process_and_like_gloo(results):
+    # fully_shard per Linear and at the root, the module left on the CPU for FSDP2 to move: each
+    # rank holds a Shard(0) of every parameter on its core; all-gathers and reduce-scatters run
+    # through the neuron backend.
+    reference = _reference()
+    neuron = [r["fsdp"] for r in results.ranks("ddp_neuron")]
+    gloo = [r["fsdp"] for r in results.ranks("ddp_gloo")]
+    for report, cpu_job in zip(neuron, gloo):
+        assert report["shard_devices"] == ["neuron:0"] and report["placements"] == ["(Shard(dim=0),)"]
+        assert max(abs(a - b) for a, b in zip(report["losses"], reference["losses"])) <= TOLERANCE
+        assert _max_difference(report["weights"], reference["weights"]) <= TOLERANCE
+        assert max(abs(a - b) for a, b in zip(report["losses"], cpu_job["losses"])) <= TOLERANCE
+        assert _max_difference(report["weights"], cpu_job["weights"]) <= TOLERANCE
+    assert neuron[0]["weights"] == neuron[1]["weights"]  # the gathered parameters agree
+
+
+@uses("ddp_standin")
+def test_ddp_on_the_trainium_engine_trains_like_one_cpu_process(results):
+    reference = _reference(STANDIN_STEPS)
+    ranks = results.ranks("ddp_standin")
+    assert ranks[0]["weights"] == ranks[1]["weights"]
+    for report in ranks:
+        assert len(report["losses"]) == STANDIN_STEPS
         assert max(abs(a - b) for a, b in zip(report["losses"], reference["losses"])) <= TOLERANCE
         assert _max_difference(report["weights"], reference["weights"]) <= TOLERANCE
 

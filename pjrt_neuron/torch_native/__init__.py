@@ -62,6 +62,13 @@ def register() -> None:
     from pjrt_neuron.torch_native._dispatch import factory_empty
 
     if current == "privateuseone":
+        from pjrt_neuron.torch_native import _device_guard, _runtime
+
+        try:
+            cores = _runtime.device_count_without_client()
+        except Exception:  # noqa: BLE001 - the client names a broken setting when it starts
+            cores = 1
+        _device_guard.install(cores)  # first: PyTorch's Python guard then stays out
         _setup_privateuseone_for_python_backend("neuron", backend_module=_module)
     library = torch.library.Library("aten", "IMPL")
 
@@ -94,6 +101,9 @@ def register() -> None:
     from pjrt_neuron.torch_native import _distributed
 
     _distributed.register()  # torch.distributed's backend of `neuron` tensors
+    from pjrt_neuron.torch_native import _fsdp
+
+    _fsdp.install()
     _registered = True
 
 

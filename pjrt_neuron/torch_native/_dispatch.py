@@ -147,6 +147,9 @@ def dispatch(func, args, kwargs):
         return _as_fake(fake_mode, func, args, kwargs)
     if kwargs.get("dtype") == torch.float64:
         kwargs = {**kwargs, "dtype": _narrowed(func)}
+    if not func._schema.returns:  # out= into a list (split_with_sizes_copy.out): PyTorch wants None
+        _dispatch(func, args, kwargs)
+        return None
     if not _in_autograd_device_thread():
         return _dispatch(func, args, kwargs)
     try:
@@ -192,6 +195,10 @@ def _dispatch(func, args, kwargs):
         # torch.distributed's collectives: c10d's own kernel hands them to the process group's
         # backend for the device (the `neuron` backend, _distributed).
         return func.redispatch(_PRIVATEUSE1, *args, **kwargs)
+    if func.namespace not in ("aten", "prims") and _has_own_kernel(func):
+        # A library's own kernel for PrivateUse1 devices or any device (FSDP2's copy-in and chunk
+        # ops, functional collectives): made of aten ops and c10d calls, which come back here.
+        return func.redispatch(_PRIVATEUSE1, *args, **kwargs)
     name = func._schema.name
     if name.startswith("aten::_foreach_"):
         return _foreach(func, args, kwargs)
@@ -204,6 +211,12 @@ def _dispatch(func, args, kwargs):
     if func.is_view:
         return _view(func, args, kwargs)
     return _run(func, args, kwargs)
+
+
+def _has_own_kernel(func) -> bool:
+    name = func.name()
+    return (torch._C._dispatch_has_kernel_for_dispatch_key(name, "PrivateUse1")
+            or torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeExplicitAutograd"))
 
 
 def _run(func, args, kwargs):
@@ -581,6 +594,8 @@ _SPECIAL = {
     aten.resize_.default: _resize_,
     aten.is_pinned.default: _is_pinned,
     aten.equal.default: _equal,
+    # One queue per core, and a buffer lives until its last reader's launch has completed.
+    aten.record_stream.default: lambda func, args, kwargs: None,
     aten.set_.source_Tensor: _refuse("neuron tensors cannot take another tensor's storage"),
     aten.set_.source_Storage: _refuse("neuron tensors cannot take another tensor's storage"),
     aten.set_.source_Storage_storage_offset: _refuse("neuron tensors cannot take another tensor's storage"),

@@ -6,6 +6,7 @@ import threading
 
 import torch
 
+from pjrt_neuron.torch_native import _device_guard
 from pjrt_neuron.torch_native import _random
 from pjrt_neuron.torch_native import _runtime
 
@@ -38,11 +39,14 @@ def _is_in_bad_fork() -> bool:
 def device_count() -> int:
     if not _runtime.initialized():
         return _runtime.device_count_without_client()  # asking must not claim the cores
-    return len(_runtime.runtime().devices)
+    # The names the process can use: in a job neuron:LOCAL_RANK names its core too, and libraries
+    # size per-device tables by this count before indexing them by LOCAL_RANK (DDP's copy streams).
+    return _runtime.runtime().name_count()
 
 
 def current_device() -> int:
-    return getattr(_current, "index", 0)
+    core = _device_guard.current_core()  # PyTorch's device guards and this module share it
+    return getattr(_current, "index", 0) if core is None else core
 
 
 def _index(device) -> int:
@@ -56,11 +60,15 @@ def _index(device) -> int:
             raise ValueError(f"expected a neuron device, got {device}")
         index = current_device() if device.index is None else device.index
     _runtime.runtime().device(index)  # refuses a core the process does not have
-    return _runtime.runtime().canonical(index)
+    index = _runtime.runtime().canonical(index)
+    _device_guard.warn_single_device(index)
+    return index
 
 
 def set_device(device) -> None:
-    _current.index = _index(device)
+    index = _index(device)
+    if not _device_guard.set_current_core(index):
+        _current.index = index
 
 
 class device:
@@ -81,6 +89,89 @@ class device:
 def synchronize(device=None) -> None:
     """Waits until the programs launched on the core have run (launches return at once)."""
     _runtime.runtime().synchronize(_index(device))
+
+
+# ----------------------------------------------------------------- streams and events
+# A NeuronCore runs its programs one at a time in launch order: streams are PyTorch's bookkeeping
+# (distinct ids for FSDP's and DDP's overlap), events wait for the core's launched work.
+
+
+class Stream(torch.Stream):
+    """`torch.neuron.Stream()`: a stream of the current (or given) NeuronCore."""
+
+    def __new__(cls, device=None, priority: int = 0, **kwargs):
+        if kwargs:  # torch.Stream(stream_id=..., device_index=..., device_type=...) rebuilds one
+            return super().__new__(cls, priority=priority, **kwargs)
+        with _device_context(device):
+            return super().__new__(cls, device=torch.device("neuron", current_device()), priority=priority)
+
+
+class _EventType(type):
+    def __instancecheck__(cls, instance) -> bool:
+        return isinstance(instance, torch.Event) and instance.device.type == "neuron"
+
+
+class Event(metaclass=_EventType):
+    """`torch.neuron.Event(enable_timing=True)`: records on a stream; `elapsed_time` in milliseconds.
+    A plain `torch.Event` of the core: torch.Event's methods accept no subclass as the other event."""
+
+    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+        return torch.Event(device=torch.device("neuron", current_device()), enable_timing=enable_timing,
+                           blocking=blocking, interprocess=interprocess)
+
+
+def _device_context(device):
+    return _NullContext() if device is None else globals()["device"](device)
+
+
+class _NullContext:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _require_guard(what: str) -> None:
+    if not _device_guard.installed():
+        raise RuntimeError(f"torch.neuron.{what} needs the `neuron` device guard, which was not built: "
+                           f"{_device_guard._unavailable_reason}. Install a C++ compiler (g++) and restart.")
+
+
+def current_stream(device=None) -> Stream:
+    _require_guard("current_stream")
+    raw = torch.accelerator.current_stream(torch.device("neuron", _index(device)))
+    return Stream(stream_id=raw.stream_id, device_index=raw.device_index, device_type=raw.device_type)
+
+
+def default_stream(device=None) -> Stream:
+    _require_guard("default_stream")
+    raw = torch.accelerator.current_stream(torch.device("neuron", _index(device)))
+    return Stream(stream_id=0, device_index=raw.device_index, device_type=raw.device_type)
+
+
+def set_stream(stream) -> None:
+    _require_guard("set_stream")
+    torch.accelerator.set_stream(stream)
+
+
+class stream:
+    """`with torch.neuron.stream(s):` makes `s` its core's current stream inside."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def __enter__(self):
+        if self.stream is None:
+            return None
+        self.previous = torch.accelerator.current_stream(self.stream.device)
+        set_stream(self.stream)
+        return self.stream
+
+    def __exit__(self, *exc):
+        if self.stream is not None:
+            set_stream(self.previous)
+        return False
 
 
 def get_device_name(device=None) -> str:

@@ -90,7 +90,8 @@ def device_count_without_client() -> int:
             own = int(env["NEURON_RT_NUM_CORES"])
         world = int(env.get("NEURON_PJRT_WORLD_SIZE") or env.get("WORLD_SIZE") or 1)
         if world > 1 and ("NEURON_PJRT_WORLD_SIZE" in env or "LOCAL_RANK" in env):
-            return own or 1  # a rank of a job: its own cores
+            places = _local_places(own or 1)  # a rank of a job: its own cores, named up to its place
+            return max(own or 1, places.stop if places is not None else 0)
         if own is not None:
             return own
     except ValueError:
@@ -101,6 +102,30 @@ def device_count_without_client() -> int:
     if report.get("engine") == "neuron" and report.get("total_cores"):
         return int(report["total_cores"])
     return int(instance.describe()["total_cores"])
+
+
+def _local_places(own_count: int) -> range | None:
+    """Under torchrun, the `neuron:i` names of the rank's own cores among its host's ranks
+    (LOCAL_RANK's share, as cuda:LOCAL_RANK is); None outside a launcher's job."""
+    env = os.environ
+    try:
+        if int(env.get("WORLD_SIZE", "1")) <= 1 or "LOCAL_RANK" not in env:
+            return None
+        local_rank = int(env["LOCAL_RANK"])
+    except ValueError:
+        return None
+    return range(local_rank * own_count, (local_rank + 1) * own_count)
+
+
+def _aliases(devices, job_devices) -> dict[int, int]:
+    """Names beyond the process's own indices that name its cores: under torchrun the rank's
+    places on its host; else the cores' places in the whole job."""
+    places = _local_places(len(devices))
+    if places is None:
+        own = {d.id: i for i, d in enumerate(devices)}
+        places = {place: own[d.id] for place, d in enumerate(job_devices) if d.id in own}
+        return {place: index for place, index in places.items() if place >= len(devices)}
+    return {place: i for i, place in enumerate(places) if place >= len(devices)}
 
 
 class Runtime:
@@ -115,19 +140,20 @@ class Runtime:
                    f"{os.environ.get('NEURON_PJRT_WORLD_SIZE')} processes)") if in_job else ""
             raise RuntimeError(f"neuron: the plugin could not open this process's NeuronCores{job}: {e}") from None
         # `neuron:i` is the process's i-th NeuronCore, in a job too (as torch-xla's `xla:0` is each
-        # rank's own device): PyTorch's autograd engine runs a Python-registered device's backward
-        # only on index 0. In a job, `neuron:<the core's place in the job>` (neuron:LOCAL_RANK
-        # under torchrun) names the same core (`aliases`), so scripts written for CUDA run unchanged.
+        # rank's own device); in a job `neuron:LOCAL_RANK` under torchrun (else the core's place in
+        # the job) names the same core (`aliases`), so scripts written for CUDA run unchanged.
         self.job_devices = self.client.devices()
         self.devices = self.client.addressable_devices()
         self.process_index = self.client.process_index
-        own = {d.id: i for i, d in enumerate(self.devices)}
-        self.aliases = {place: own[d.id] for place, d in enumerate(self.job_devices)
-                        if d.id in own and place >= len(self.devices)}
+        self.aliases = _aliases(self.devices, self.job_devices)
         # A process of a multi-process job compiles its programs for its own core (the plugin places
         # a program given no place there; it refuses a portable one in a job), else portable ones
         # that run on whichever of the process's cores the op's tensors are on.
         self._own_core_only = len(self.devices) == 1 and len(self.job_devices) > 1
+        from pjrt_neuron.torch_native import _device_guard
+
+        _device_guard.set_cores(self.name_count(), self.aliases)
+        _device_guard.set_synchronize(self.synchronize)
         self._compile_options = pjrt_capi.compile_options_proto(compile_portable_executable=not self._own_core_only)
         # The completion event of each core's last launch: holding it, not an output, frees outputs on time.
         self.last_launch: dict[int, pjrt_capi.Event] = {}
@@ -141,6 +167,10 @@ class Runtime:
             raise RuntimeError(f"neuron:{index} does not exist: this process has {len(self.devices)} NeuronCore(s) "
                                f"(neuron:0 to neuron:{len(self.devices) - 1})")
         return self.devices[index]
+
+    def name_count(self) -> int:
+        """How many `neuron:i` names the process has: its cores, and in a job up to its place."""
+        return max(len(self.devices), max(self.aliases, default=-1) + 1)
 
     def canonical(self, index: int) -> int:
         """The process's own index of the core a user's `neuron:index` names (see `aliases`)."""

@@ -63,18 +63,40 @@ def main():
     parser.add_argument("--device", default="neuron")
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--compiled", action="store_true", help="then the same with torch.compile(ddp_model)")
+    parser.add_argument("--device-ids", action="store_true",
+                        help="then the same with DistributedDataParallel(model, device_ids=[LOCAL_RANK])")
+    parser.add_argument("--fsdp", action="store_true", help="then the same with FSDP2 (fully_shard) instead of DDP")
     args = parser.parse_args()
     dist.init_process_group()  # neuron tensors: the neuron backend; CPU tensors: gloo
     rank, world = dist.get_rank(), dist.get_world_size()
     local = int(os.environ["LOCAL_RANK"])
     device = torch.device(args.device, local) if args.device == "neuron" else torch.device("cpu")
+    if args.device == "neuron":
+        torch.neuron.set_device(local)  # as torch.cuda.set_device(LOCAL_RANK) in a CUDA script
     share = GLOBAL_BATCH // world
 
-    def train(compiled: bool):
-        net = model().to(device)
-        ddp = nn.parallel.DistributedDataParallel(net)  # a one-device module: device_ids stays None
-        step_model = torch.compile(ddp, backend="neuron" if args.device == "neuron" else "eager") if compiled else ddp
-        opt = torch.optim.SGD(ddp.parameters(), lr=LR)
+    def wrap(net: nn.Module, kind: str) -> nn.Module:
+        if kind == "fsdp":
+            from torch.distributed.device_mesh import init_device_mesh
+            from torch.distributed.fsdp import fully_shard
+
+            mesh = init_device_mesh(device.type, (world,))
+            for layer in net:
+                if isinstance(layer, nn.Linear):
+                    fully_shard(layer, mesh=mesh)
+            return fully_shard(net, mesh=mesh)  # the module stays on the CPU: fully_shard moves it
+        net = net.to(device)
+        if kind == "device_ids":
+            return nn.parallel.DistributedDataParallel(net, device_ids=[local])
+        return nn.parallel.DistributedDataParallel(net)  # a one-device module: device_ids stays None
+
+    def train(kind: str):
+        net = model()
+        wrapped = wrap(net, kind)
+        step_model = wrapped
+        if kind == "compiled":
+            step_model = torch.compile(wrapped, backend="neuron" if args.device == "neuron" else "eager")
+        opt = torch.optim.SGD(wrapped.parameters(), lr=LR)
         losses = []
         for x, y in batches(args.steps):
             x, y = x[rank * share:(rank + 1) * share].to(device), y[rank * share:(rank + 1) * share].to(device)
@@ -85,13 +107,17 @@ def main():
             mean = loss.detach().clone()
             dist.all_reduce(mean, op=dist.ReduceOp.AVG)
             losses.append(mean.item())
-        return net, losses
+        if kind == "fsdp":  # each rank holds a shard: the whole parameters gathered for the report
+            full = {name: p.full_tensor().detach().cpu().flatten().tolist() for name, p in net.named_parameters()}
+            shards = [str(p.to_local().device) for p in net.parameters()]
+            return {"losses": losses, "weights": full, "shard_devices": sorted(set(shards)),
+                    "placements": sorted({str(p.placements) for p in net.parameters()})}
+        return {"losses": losses, "weights": weights(net)}
 
-    net, losses = train(compiled=False)
-    result = {"rank": rank, "world": world, "device": str(device), "losses": losses, "weights": weights(net)}
-    if args.compiled:
-        compiled_net, compiled_losses = train(compiled=True)
-        result["compiled"] = {"losses": compiled_losses, "weights": weights(compiled_net)}
+    result = {"rank": rank, "world": world, "device": str(device), **train("eager")}
+    for kind in ("compiled", "device_ids", "fsdp"):
+        if getattr(args, kind):
+            result[kind] = train(kind)
     report(result)
     dist.destroy_process_group()
 
