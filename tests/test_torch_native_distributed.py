@@ -89,6 +89,7 @@ def _jobs() -> dict:
         "faults_absent": _torchrun("native_faults.py", "absent"),
         "faults_mismatch": _torchrun("native_faults.py", "mismatch"),
         "faults_dead": _torchrun("native_faults.py", "dead"),
+        "faults_dead_in_ddp": _torchrun("native_faults.py", "dead_in_ddp"),
         "ddp_gloo": _torchrun("native_ddp.py", "--device", "cpu", "--steps", str(STEPS), "--fsdp"),
     }
 
@@ -252,6 +253,16 @@ def test_a_dead_rank_fails_its_peer_next_collective_at_once_naming_it(results):
     (report,) = results.ranks("faults_dead", count=1)  # rank 1 exited without a report
     assert report["rank"] == 0 and report["error"] == "DistBackendError" and report["is_dist_backend_error"], report
     assert "all_reduce(float32[2], sum) (collective #1 of rank 0) did not run: rank 1 has exited" in report["message"]
+    assert report["seconds"] < 30, report
+
+
+@uses("faults_dead_in_ddp")
+def test_a_dead_rank_fails_its_peers_ddp_backward_naming_it_without_a_crash(results):
+    (report,) = results.ranks("faults_dead_in_ddp", count=1)
+    # DDP's reducer raises the bucket's failure from its C++ future as a RuntimeError.
+    assert report["rank"] == 0 and report["error"] == "RuntimeError", report
+    assert "DistBackendError: the neuron backend: all_reduce(float32[10], sum)" in report["message"], report
+    assert "did not run: rank 1 has exited" in report["message"], report
     assert report["seconds"] < 30, report
 
 

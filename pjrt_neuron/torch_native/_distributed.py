@@ -243,6 +243,10 @@ def _numel(shape) -> int:
 # ------------------------------------------------------------------ work
 
 
+def _unwrap(source: torch.futures.Future):
+    return source.value()  # raises the collective's error, failing the chained future
+
+
 class _Work(dist._Work):
     """One collective in flight: `wait()` returns when it has run on this rank's core (its
     results are in the tensors by then), or raises DistBackendError saying why it did not."""
@@ -253,7 +257,11 @@ class _Work(dist._Work):
         self._group, self._sequence, self._what = group, sequence, what
         self._done = done
         self._results = results
-        self._future = torch.futures.Future(devices=[])
+        # A Python Future's set_exception stores the exception as its value, which C++ readers
+        # (DDP's reducer) take for the result and crash on; a callback that raises marks the
+        # chained future as failed where C++ sees it.
+        self._source = torch.futures.Future(devices=[])
+        self._future = self._source.then(_unwrap)
         self._settled = threading.Lock()
         self._error: BaseException | None = None
         done.add_done_callback(self._settle)
@@ -261,20 +269,20 @@ class _Work(dist._Work):
     def _settle(self, done: concurrent.futures.Future) -> None:
         error = done.exception()
         with self._settled:
-            if self._future.done():
+            if self._source.done():
                 return
             if error is None:
-                self._future.set_result(self._results)
+                self._source.set_result(self._results)
             else:
                 self._error = self._group._explain(error, self._sequence, self._what)
-                self._future.set_exception(self._error)
+                self._source.set_exception(self._error)
 
     def _fail(self, error: BaseException) -> None:
         with self._settled:
             if self._error is None:
                 self._error = error
-            if not self._future.done():
-                self._future.set_exception(error)
+            if not self._source.done():
+                self._source.set_exception(error)
 
     def wait(self, timeout: timedelta = timedelta(0)) -> bool:
         limit = timeout.total_seconds() if timeout and timeout.total_seconds() > 0 else None

@@ -3,6 +3,7 @@
     torchrun --nproc_per_node=2 native_faults.py mismatch   # ranks all_reduce different shapes
     torchrun --nproc_per_node=2 native_faults.py dead       # rank 1 exits; rank 0 all_reduces again
     torchrun --nproc_per_node=2 native_faults.py absent     # rank 1 never comes (process group timeout 5 s)
+    torchrun --nproc_per_node=2 native_faults.py dead_in_ddp  # rank 1 exits after a DDP forward; rank 0 backward
 """
 
 import os
@@ -40,6 +41,14 @@ def main(case: str):
             os._exit(0)  # leaves without a word (exit status 0, so torchrun lets rank 0 go on)
         time.sleep(1.0)
         result.update(attempt(lambda: dist.all_reduce(torch.ones(2, device=device))))
+    elif case == "dead_in_ddp":
+        # DDP reads its gradient buckets' results through futures, in C++, in the backward pass.
+        model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 2).to(device))
+        loss = model(torch.ones(3, 4, device=device)).sum()
+        if rank == 1:
+            os._exit(0)
+        time.sleep(1.0)
+        result.update(attempt(loss.backward))
     elif case == "absent":
         if rank == 1:
             time.sleep(12)
