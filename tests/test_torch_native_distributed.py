@@ -135,7 +135,8 @@ def test_init_process_group_picks_the_neuron_backend_for_neuron_tensors_and_gloo
 COLLECTIVES = ["all_reduce_sum", "all_reduce_avg", "all_reduce_max", "all_reduce_min", "all_reduce_product",
                "all_reduce_band_int32", "all_reduce_bor_int32", "all_reduce_bxor_int32", "all_reduce_sum_int64",
                "all_reduce_sum_bf16", "broadcast", "all_gather_into_tensor", "all_gather",
-               "reduce_scatter_tensor_sum", "reduce_scatter_tensor_avg", "reduce_scatter", "async_works", "barrier"]
+               "reduce_scatter_tensor_sum", "reduce_scatter_tensor_avg", "reduce_scatter", "async_works", "barrier",
+               "reduce", "gather", "scatter", "all_to_all_single", "all_to_all"]
 
 
 @uses("collectives")

@@ -159,6 +159,51 @@ _INTS = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 @functools.lru_cache(maxsize=None)
 def _broadcast_program(shape, dtype, src: int, world: int):
+    t = tensor_type(shape, dtype)
+    body, result = _broadcast_body(shape, dtype, src, world)
+    body.append(f"return {result} : {t}")
+    return runtime().compile(_module([t], [t], body), num_replicas=world)
+
+
+@functools.lru_cache(maxsize=None)
+def _scatter_program(row_shape, dtype, src: int, world: int):
+    """`src`'s rows (world, *row_shape) broadcast as in _broadcast_body; each rank keeps its row."""
+    rows_shape = (world, *row_shape)
+    rows, row = tensor_type(rows_shape, dtype), tensor_type((1, *row_shape), dtype)
+    out = tensor_type(row_shape, dtype)
+    body, result = _broadcast_body(rows_shape, dtype, src, world)
+    zeros = ", ".join(["%zero_index"] * len(row_shape))
+    body += ["%my_id = stablehlo.replica_id : tensor<ui32>",
+             "%my_row = stablehlo.convert %my_id : (tensor<ui32>) -> tensor<i64>",
+             "%zero_index = stablehlo.constant dense<0> : tensor<i64>",
+             f"%my_block = stablehlo.dynamic_slice {result}, %my_row{', ' + zeros if zeros else ''}, "
+             f"sizes = [1{''.join(', ' + str(d) for d in row_shape)}] : ({rows}, tensor<i64>"
+             f"{''.join(', tensor<i64>' for _ in row_shape)}) -> {row}",
+             f"%out = stablehlo.reshape %my_block : ({row}) -> {out}", f"return %out : {out}"]
+    return runtime().compile(_module([rows], [out], body), num_replicas=world)
+
+
+@functools.lru_cache(maxsize=None)
+def _all_to_all_program(shape, dtype, world: int, blocks_apart: bool = False):
+    """Rank r's block j (of `world` equal blocks along dim 0) becomes rank j's block r; with
+    `blocks_apart`, the received blocks are separate outputs (all_to_all into a list)."""
+    t = tensor_type(shape, dtype)
+    body = [f'%out = "stablehlo.all_to_all"(%arg0) {{split_dimension = 0 : i64, concat_dimension = 0 : i64, '
+            f"split_count = {world} : i64, {_groups(world)}}} : ({t}) -> {t}"]
+    if not blocks_apart:
+        body.append(f"return %out : {t}")
+        return runtime().compile(_module([t], [t], body), num_replicas=world)
+    block_shape = (shape[0] // world, *shape[1:])
+    block, one = tensor_type(block_shape, dtype), tensor_type(shape[1:], dtype)
+    rest = "".join(f", 0:{d}" for d in shape[1:])
+    for r in range(world):
+        body += [f"%block{r} = stablehlo.slice %out [{r}:{r + 1}{rest}] : ({t}) -> {block}",
+                 f"%out{r} = stablehlo.reshape %block{r} : ({block}) -> {one}"]
+    body.append("return " + ", ".join(f"%out{r}" for r in range(world)) + " : " + ", ".join([one] * world))
+    return runtime().compile(_module([t], [one] * world, body), num_replicas=world)
+
+
+def _broadcast_body(shape, dtype, src: int, world: int) -> tuple[list, str]:
     """Every rank's elements but `src`'s become zero bits, then a sum over the ranks: the source's
     bits arrive exactly (floats are summed as integers of their width, so -0.0 and NaNs survive)."""
     t = tensor_type(shape, dtype)
@@ -179,10 +224,9 @@ def _broadcast_program(shape, dtype, src: int, world: int):
              f"%mine = stablehlo.select %mask, {source}, %zero : {pred}, {bits}",
              f'%sum = "stablehlo.all_reduce"(%mine) {_region("sum", bits_dtype)} {{{_groups(world)}}} : ({bits}) -> {bits}']
     if bits_dtype is dtype:
-        body.append(f"return %sum : {t}")
-    else:
-        body += [f"%out = stablehlo.bitcast_convert %sum : ({bits}) -> {t}", f"return %out : {t}"]
-    return runtime().compile(_module([t], [t], body), num_replicas=world)
+        return body, "%sum"
+    body.append(f"%sent = stablehlo.bitcast_convert %sum : ({bits}) -> {t}")
+    return body, "%sent"
 
 
 @functools.lru_cache(maxsize=None)
@@ -381,6 +425,80 @@ class ProcessGroupNeuron(_C10dBackend):
         what = f"broadcast({_describe(tensor)}, src={opts.rootRank})"
         program = _broadcast_program(tuple(tensor.shape), tensor.dtype, src, self.size())
         return self._submit(what, tensor, program, [tensor], [tensor], [tensor])
+
+    def reduce(self, tensors, opts=None):
+        reduce = _reduce_name(opts.reduceOp if opts is not None else ReduceOp.SUM)
+        tensor = self._one(tensors, "reduce")
+        root = opts.rootRank if opts is not None else 0
+        what = f"reduce({_describe(tensor)}, {reduce}, dst={root})"
+        program = _all_reduce_program(tuple(tensor.shape), tensor.dtype, reduce, self.size())
+        targets = [tensor] if self.rank() == root else []  # the other ranks' tensors stay as they were
+        return self._submit(what, tensor, program, [tensor], targets, [tensor])
+
+    def gather(self, output_lists, input_tensors, opts=None):
+        tensor = self._one(input_tensors, "gather")
+        root = opts.rootRank if opts is not None else 0
+        outputs = output_lists[0] if output_lists else []
+        if self.rank() == root:
+            if len(output_lists) != 1 or len(outputs) != self.size():
+                raise ValueError(f"the neuron backend: gather needs one list of {self.size()} output tensors on "
+                                 f"the destination rank {root}")
+            for out in outputs:
+                self._check_output(out, tuple(tensor.shape), tensor, "gather")
+        elif outputs:
+            raise ValueError(f"the neuron backend: gather takes output tensors only on the destination rank {root}")
+        what = f"gather({_describe(tensor)}, dst={root})"
+        shapes = tuple(tuple(tensor.shape) for _ in range(self.size()))
+        program = _all_gather_program(tuple(tensor.shape), shapes, tensor.dtype, self.size())
+        return self._submit(what, tensor, program, [tensor], outputs, output_lists)
+
+    def scatter(self, output_tensors, input_lists, opts=None):
+        output = self._one(output_tensors, "scatter")
+        root = opts.rootRank if opts is not None else 0
+        shape = tuple(output.shape)
+        if self.rank() == root:
+            if len(input_lists) != 1 or len(input_lists[0]) != self.size():
+                raise ValueError(f"the neuron backend: scatter needs one list of {self.size()} input tensors on "
+                                 f"the source rank {root}")
+            for t in input_lists[0]:
+                self._check_output(t, shape, output, "scatter")
+            rows = torch.stack(list(input_lists[0]))
+        else:
+            if input_lists and input_lists[0]:
+                raise ValueError(f"the neuron backend: scatter takes input tensors only on the source rank {root}")
+            rows = torch.zeros((self.size(), *shape), dtype=output.dtype, device=output.device)
+        what = f"scatter({_describe(output)}, src={root})"
+        program = _scatter_program(shape, output.dtype, self._global_ranks[root], self.size())
+        return self._submit(what, output, program, [rows], [output], [output])
+
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        tensor = self._one([input], "all_to_all_single")
+        world = self.size()
+        for name, splits in (("input_split_sizes", input_split_sizes), ("output_split_sizes", output_split_sizes)):
+            if splits and len(set(splits)) != 1:
+                raise NotImplementedError(f"the neuron backend: all_to_all_single with uneven {name} {list(splits)} "
+                                          "is not supported yet; give equal blocks (no split sizes)")
+        if tensor.dim() == 0 or tensor.shape[0] % world:
+            raise ValueError(f"the neuron backend: all_to_all_single needs a first dimension divisible by the "
+                             f"{world} ranks, got shape {list(tensor.shape)}")
+        self._check_output(output, tuple(tensor.shape), tensor, "all_to_all_single")
+        what = f"all_to_all_single({_describe(tensor)})"
+        program = _all_to_all_program(tuple(tensor.shape), tensor.dtype, world)
+        return self._submit(what, tensor, program, [tensor], [output], [output])
+
+    all_to_all_single = alltoall_base  # the name c10d calls it by in newer torch
+
+    def alltoall(self, output_tensors, input_tensors, opts=None):
+        world = self.size()
+        if len(input_tensors) != world or len(output_tensors) != world:
+            raise ValueError(f"the neuron backend: all_to_all needs {world} input and {world} output tensors")
+        first = self._one(input_tensors[:1], "all_to_all")
+        for t in (*input_tensors, *output_tensors):
+            self._check_output(t, tuple(first.shape), first, "all_to_all")
+        what = f"all_to_all({world} x {_describe(first)})"
+        stacked = torch.stack(list(input_tensors))
+        program = _all_to_all_program(tuple(stacked.shape), first.dtype, world, blocks_apart=True)
+        return self._submit(what, first, program, [stacked], list(output_tensors), output_tensors)
 
     def allgather(self, output_lists, input_tensors, opts=None):
         tensor = self._one(input_tensors, "all_gather")

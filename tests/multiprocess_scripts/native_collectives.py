@@ -66,6 +66,40 @@ def cases(rank: int, world: int):
         future = dist.all_reduce(values(device), async_op=True).get_future()
         return [a, b, future.wait()[0]]
 
+    def reduce(device):
+        t = values(device)
+        dist.reduce(t, dst=1, op=dist.ReduceOp.SUM)
+        return [t] if rank == 1 else []  # other ranks' tensors: gloo may use them as scratch
+
+    def gather(device):
+        t = values(device).reshape(2, 3)
+        outs = [torch.empty(2, 3, device=device) for _ in range(world)] if rank == 0 else None
+        dist.gather(t, outs, dst=0)
+        return outs or []
+
+    def scatter(device):
+        out = torch.empty(3, 2, dtype=torch.int64, device=device)
+        chunks = [torch.arange(6, dtype=torch.int64).reshape(3, 2).to(device) * 10 + r for r in range(world)]
+        dist.scatter(out, chunks if rank == 1 else None, src=1)
+        return [out]
+
+    def all_to_all_single(device):
+        out = torch.empty(world * 2, 3, device=device)
+        dist.all_to_all_single(out, values(device, n=world * 6).reshape(world * 2, 3))
+        return [out]
+
+    def all_to_all(device):
+        # gloo has no list all_to_all: both sides run as all_to_all_single's blocks, but the
+        # neuron side calls all_to_all itself.
+        inputs = [values(device, n=4).reshape(2, 2) + 100 * r for r in range(world)]
+        outs = [torch.empty(2, 2, device=device) for _ in range(world)]
+        if torch.device(device).type == "neuron":
+            dist.all_to_all(outs, inputs)
+            return outs
+        flat = torch.empty(world * 2, 2)
+        dist.all_to_all_single(flat, torch.cat(inputs))
+        return list(flat.reshape(world, 2, 2).unbind(0))
+
     def barrier(device):
         dist.barrier()
         return []
@@ -81,7 +115,8 @@ def cases(rank: int, world: int):
             ("broadcast", broadcast), ("all_gather_into_tensor", all_gather_into_tensor), ("all_gather", all_gather),
             ("reduce_scatter_tensor_sum", reduce_scatter_tensor(R.SUM)),
             ("reduce_scatter_tensor_avg", reduce_scatter_tensor(R.AVG)), ("reduce_scatter", reduce_scatter),
-            ("async_works", async_works), ("barrier", barrier)]
+            ("async_works", async_works), ("barrier", barrier), ("reduce", reduce), ("gather", gather),
+            ("scatter", scatter), ("all_to_all_single", all_to_all_single), ("all_to_all", all_to_all)]
 
 
 def listed(tensors):
