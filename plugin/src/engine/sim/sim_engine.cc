@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -268,20 +269,14 @@ Attributes ToAttributes(const PJRT_NamedValue* values, size_t count) {
 
 std::string DefaultLibraryPath();
 
-// Loads and initialises the engine library once per process; later calls reuse it.
+// Loads and initialises each engine library once per process; later calls reuse it. Several
+// builds may be loaded at once (JAX's client on one, torch-xla's on another: config.py).
 StatusOr<const PJRT_Api*> LoadApi(const std::string& requested_path) {
   static std::mutex mutex;
-  static std::string loaded_path;
-  static const PJRT_Api* loaded_api = nullptr;
+  static std::map<std::string, const PJRT_Api*> loaded;
   std::lock_guard<std::mutex> lock(mutex);
   std::string path = requested_path.empty() ? DefaultLibraryPath() : requested_path;
-  if (loaded_api != nullptr) {
-    if (path != loaded_path) {
-      return FailedPrecondition("the simulator engine is already loaded from '" + loaded_path +
-                                "'; cannot also load '" + path + "'");
-    }
-    return loaded_api;
-  }
+  if (auto it = loaded.find(path); it != loaded.end()) return it->second;
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* why = dlerror();
@@ -300,8 +295,7 @@ StatusOr<const PJRT_Api*> LoadApi(const std::string& requested_path) {
   }
   INNER_ARGS(PJRT_Plugin_Initialize_Args, init);
   PN_RETURN_IF_ERROR(TakeError(api, api->PJRT_Plugin_Initialize(&init)));
-  loaded_api = api;
-  loaded_path = path;
+  loaded[path] = api;
   return api;
 }
 
@@ -787,6 +781,7 @@ class SimEngine : public Engine {
       PN_ASSIGN_OR_RETURN(bool isolate, settings::Flag(settings::Id::kCompileIsolation));
       if (isolate) helper_ = std::make_unique<CompileHelper>(options);
     }
+    library_name_ = options.library_path.substr(options.library_path.find_last_of('/') + 1);
     version_ = std::to_string(api_->pjrt_api_version.major_version) + "." +
                std::to_string(api_->pjrt_api_version.minor_version);
     return Status::Ok();
@@ -818,7 +813,8 @@ class SimEngine : public Engine {
     return std::make_unique<SimBuffer>(this, buffer, outputs, index, core);
   }
 
-  std::string description() override { return "XLA CPU (PJRT " + version_ + ")"; }
+  // The file name tells the engine builds apart (xla_cpu_pjrt.so, pjrt_c_api_cpu_plugin.so).
+  std::string description() override { return "XLA CPU (PJRT " + version_ + ", " + library_name_ + ")"; }
   int num_cores() override { return static_cast<int>(devices_.size()); }
   Native<PJRT_Client> NativeClient() override { return {api_, client_}; }
 
@@ -1046,6 +1042,7 @@ class SimEngine : public Engine {
   std::vector<PJRT_Device*> devices_;
   std::vector<std::vector<std::pair<std::string, PJRT_Memory*>>> memories_;  // [core] -> (kind, memory)
   std::string version_;
+  std::string library_name_;
   std::unique_ptr<CompileHelper> helper_;  // null: compiles in this process
 
   // Once per engine: compiling goes on in this process, without the helper's protection.
