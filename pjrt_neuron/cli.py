@@ -46,7 +46,7 @@ def _sim_engines() -> dict:
 
 def _engine_overridden() -> bool:
     value = config.os.environ.get("PJRT_NEURON_ENGINE_LIBRARY")
-    return bool(value) and value != config._engine_set_here
+    return bool(value) and value != config.os.environ.get(config._AUTO_MARK)
 
 
 def _cache(args) -> int:

@@ -56,7 +56,9 @@ ENGINE_BUILDS = (
      "pip install 'pjrt-neuron[jax]' (or lammps-jax-pjrt-cpu==0.11.2)"),
 )
 FRAMEWORKS = ("jax", "torch-xla", "capi")
-_engine_set_here: str | None = None  # the PJRT_NEURON_ENGINE_LIBRARY prepare_environment set, not the user
+# prepare_environment's own PJRT_NEURON_ENGINE_LIBRARY, marked so that this process and its
+# children do not take it for the user's override.
+_AUTO_MARK = "_PJRT_NEURON_ENGINE_LIBRARY_AUTO"
 
 
 def engine_builds() -> dict[str, str | None]:
@@ -91,7 +93,7 @@ def engine_library_path(framework: str = "capi") -> str:
     """Path of the simulator engine for `framework`: $PJRT_NEURON_ENGINE_LIBRARY, else the build
     PJRT_NEURON_SIM_ENGINE picks (engine_build_for)."""
     override = os.environ.get("PJRT_NEURON_ENGINE_LIBRARY")
-    if override and override != _engine_set_here:
+    if override and override != os.environ.get(_AUTO_MARK):
         if not os.path.isfile(override):
             raise ConfigurationError(f"PJRT_NEURON_ENGINE_LIBRARY={override!r} does not exist")
         return override
@@ -154,9 +156,10 @@ def prepare_environment() -> None:
     instance_type()
     # Read before any client exists (plugin attributes); each framework's client then gets its
     # own build through the create option engine_library_path (client_create_options).
-    global _engine_set_here
-    if not os.environ.get("PJRT_NEURON_ENGINE_LIBRARY"):
-        _engine_set_here = os.environ["PJRT_NEURON_ENGINE_LIBRARY"] = engine_library_path("capi")
+    current = os.environ.get("PJRT_NEURON_ENGINE_LIBRARY")
+    if not current or current == os.environ.get(_AUTO_MARK):
+        path = engine_library_path("capi")
+        os.environ["PJRT_NEURON_ENGINE_LIBRARY"] = os.environ[_AUTO_MARK] = path
     global _estimate_at_exit_registered
     _native.check_settings("PJRT_NEURON_ESTIMATE")
     if os.environ.get("PJRT_NEURON_ESTIMATE") == "1" and not _estimate_at_exit_registered:
