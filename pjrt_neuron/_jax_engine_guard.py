@@ -39,8 +39,8 @@ def check_module_text(text: str, platform_version: str, module_name: str = "") -
     raise UnsupportedOnEngineError(
         f"pjrt-neuron: '{module_name}' uses {kind} axes ({kind}={{{axes}}}, e.g. P({kind}={{...}}) or "
         f"psum into {kind}); the simulator engine here ({platform_version}) computes them as replicated, "
-        "which gives wrong numbers. Install the newer engine (pip install 'pjrt-neuron[jax]') and leave "
-        "PJRT_NEURON_SIM_ENGINE at auto, or set it to lammps-jax-pjrt-cpu")
+        "which gives wrong numbers. Run it on the newer engine build: "
+        "PJRT_NEURON_SIM_ENGINE=lammps-jax-pjrt-cpu (pip install 'pjrt-neuron[engine-jax]')")
 
 
 def install() -> bool:

@@ -53,7 +53,7 @@ def library_path() -> str:
 ENGINE_BUILDS = (
     ("xla-cpu-pjrt", "xla_plugins.xla_cpu_pjrt", "xla_cpu_pjrt.so", "pip install xla-cpu-pjrt==0.0.1"),
     ("lammps-jax-pjrt-cpu", "lammps_jax_pjrt_cpu", "pjrt_c_api_cpu_plugin.so",
-     "pip install 'pjrt-neuron[jax]' (or lammps-jax-pjrt-cpu==0.11.2)"),
+     "pip install 'pjrt-neuron[engine-jax]' (or lammps-jax-pjrt-cpu==0.11.2)"),
 )
 FRAMEWORKS = ("jax", "torch-xla", "capi")
 # prepare_environment's own PJRT_NEURON_ENGINE_LIBRARY, marked so that this process and its
@@ -74,18 +74,16 @@ def engine_builds() -> dict[str, str | None]:
 def engine_build_for(framework: str = "capi") -> str:
     """Which engine build serves `framework` ("jax", "torch-xla" or "capi": the C API and the native device).
 
-    auto: JAX on the newer build where installed (unreduced shardings, host-offload outputs and FFI
-    are right there); everyone else on xla-cpu-pjrt, because torch-xla launches each replica of its
-    multi-replica programs on its own and the newer build's CPU client then never starts a second
-    such launch on a core (README, "Engine builds").
+    auto is xla-cpu-pjrt for every framework for now: on the newer build torch-xla hangs (its
+    per-core launches of multi-replica programs never start twice) and the compatibility analysis
+    finds nothing in JAX's programs (README, "Engine builds"). The choice is per framework so that
+    JAX can move once that is fixed.
     """
     if framework not in FRAMEWORKS:
         raise ValueError(f"engine_build_for: framework {framework!r} is not one of {', '.join(FRAMEWORKS)}")
     choice = _value("PJRT_NEURON_SIM_ENGINE")
     if choice != "auto":
         return choice
-    if framework == "jax" and engine_builds()["lammps-jax-pjrt-cpu"] is not None:
-        return "lammps-jax-pjrt-cpu"
     return "xla-cpu-pjrt"
 
 

@@ -1,4 +1,4 @@
-"""Host offload in JAX on the default engine for JAX (lammps-jax-pjrt-cpu), against the CPU
+"""Host offload in JAX on the newer engine build (lammps-jax-pjrt-cpu), against the CPU
 backend (issue 30): one jitted output placed in pinned_host (committed argument or not), two
 outputs of which one is placed there, jax.device_put to pinned_host inside jit, and activation
 offload through jax.checkpoint's offload_dot_with_no_batch_dims policy. Values and memory kinds
@@ -25,9 +25,9 @@ CASES = ("one_output_to_pinned_host_uncommitted", "one_output_to_pinned_host_com
 @pytest.fixture(scope="module")
 def report():
     if config.engine_builds()["lammps-jax-pjrt-cpu"] is None:
-        pytest.fail("engine build lammps-jax-pjrt-cpu is not installed (pip install '.[jax]')")
+        pytest.fail("engine build lammps-jax-pjrt-cpu is not installed (pip install '.[engine-jax]')")
     env = {k: v for k, v in os.environ.items() if k not in ("PJRT_NEURON_SIM_ENGINE", "XLA_FLAGS")}
-    env.update(JAX_PLATFORMS="neuron,cpu", TF_CPP_MIN_LOG_LEVEL="2",
+    env.update(JAX_PLATFORMS="neuron,cpu", TF_CPP_MIN_LOG_LEVEL="2", PJRT_NEURON_SIM_ENGINE="lammps-jax-pjrt-cpu",
                PJRT_NEURON_LOCK_DIR=tempfile.mkdtemp(prefix="pjrt-neuron-offload-"))
     run = subprocess.run([sys.executable, str(SCRIPT)], env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]

@@ -41,7 +41,7 @@ def on_cpu():
 @pytest.fixture(scope="module", params=["lammps-jax-pjrt-cpu", "xla-cpu-pjrt"])
 def on_neuron(request):
     if config.engine_builds()[request.param] is None:
-        pytest.fail(f"engine build {request.param} is not installed (pip install '.[jax]')")
+        pytest.fail(f"engine build {request.param} is not installed (pip install '.[engine-jax]')")
     return request.param, _sweep("neuron", JAX_PLATFORMS="neuron,cpu", PJRT_NEURON_INSTANCE_TYPE="trn1.32xlarge",
                                  PJRT_NEURON_SIM_ENGINE=request.param)
 

@@ -147,8 +147,7 @@ std::vector<Setting> BuildTable() {
       // Python resolves the wheel and hands its path to the client (create option engine_library_path).
       {Id::kSimEngine, "PJRT_NEURON_SIM_ENGINE", K::kChoice, "auto", "auto",
        "which build of XLA's CPU engine the simulator runs (PJRT_NEURON_ENGINE_LIBRARY, when set, wins)",
-       {{"auto", "JAX on lammps-jax-pjrt-cpu where installed (the jax extra), torch-xla and C API clients on "
-                 "xla-cpu-pjrt; the default"},
+       {{"auto", "xla-cpu-pjrt for every client for now (README, Engine builds, says why); the default"},
         {"xla-cpu-pjrt", "xla-cpu-pjrt 0.0.1 (XLA of November 2025) for every client"},
         {"lammps-jax-pjrt-cpu", "lammps-jax-pjrt-cpu 0.11.2 (the XLA of jaxlib 0.11.2) for every client; torch-xla "
                                 "hangs on it at the second execution"}},
