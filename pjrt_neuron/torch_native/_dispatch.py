@@ -138,7 +138,13 @@ def _written_arguments(func, args, kwargs) -> list:
     return written
 
 
+_FAKE = torch._C._TorchDispatchModeKey.FAKE
+
+
 def dispatch(func, args, kwargs):
+    fake_mode = torch._C._get_dispatch_mode(_FAKE)
+    if fake_mode is not None:
+        return _as_fake(fake_mode, func, args, kwargs)
     if kwargs.get("dtype") == torch.float64:
         kwargs = {**kwargs, "dtype": _narrowed(func)}
     if not _in_autograd_device_thread():
@@ -148,6 +154,21 @@ def dispatch(func, args, kwargs):
     except Exception as e:  # noqa: BLE001 (see _in_autograd_device_thread)
         return _unsupported(func, args, kwargs, f"{type(e).__name__}: {str(e).splitlines()[0][:200]}",
                             in_backward=True)
+
+
+def _as_fake(fake_mode, func, args, kwargs):
+    """Under torch.compile's fake tensors, a neuron tensor the traced code holds (a constant it
+    made) takes part as a fake tensor of its own sizes, strides and device."""
+    from torch.utils._pytree import tree_map
+
+    if func in fake_mode.lift_fns and isinstance(args[0], NeuronTensor):
+        # torch.tensor(..., device="neuron") in traced code: a constant of the graph, as on CUDA.
+        return fake_mode.fake_tensor_converter.from_real_tensor(fake_mode, args[0], make_constant=True)
+
+    def fake(value):
+        return fake_mode.from_tensor(value, static_shapes=True) if isinstance(value, NeuronTensor) else value
+
+    return func(*tree_map(fake, args), **tree_map(fake, kwargs))
 
 
 def _narrowed(func) -> torch.dtype:
@@ -523,7 +544,23 @@ def _equal(func, args, kwargs):
     return _on_cpu(func, args, kwargs)
 
 
+def _as_strided_(func, args, kwargs):
+    """Restrides the tensor over its storage (Dynamo's input cloning does this): only sizes,
+    strides and offset change, which ATen's CPU kernel does for any tensor, checked against the
+    storage's bounds."""
+    tensor = args[0]
+    func.redispatch(torch._C.DispatchKeySet(torch._C.DispatchKey.CPU), *args, **kwargs)
+    if tensor.storage_offset() + _span(tensor) > storage_of(tensor).numel:
+        raise RuntimeError(f"{func}: the new view reaches past the tensor's storage")
+    return tensor
+
+
+def _span(tensor) -> int:
+    return 1 + sum((n - 1) * st for n, st in zip(tensor.shape, tensor.stride())) if tensor.numel() else 0
+
+
 _SPECIAL = {
+    aten.as_strided_.default: _as_strided_,
     aten._to_copy.default: _to_copy,
     aten.copy_.default: _copy_,
     aten._local_scalar_dense.default: _local_scalar_dense,

@@ -42,7 +42,51 @@ def _decompositions(wide: bool):
         table.update(torch._decomp.core_aten_decompositions())
     table[torch.ops.aten.var_mean.correction] = _var_mean
     table[torch.ops.aten.var.correction] = lambda *a, **k: _var_mean(*a, **k)[0]
+    table.update(_foreach_decompositions())
     return table
+
+
+def _foreach_decompositions() -> dict:
+    """Optimizers' multi-tensor ops (`_foreach_add`, `_foreach_addcdiv`, ...) as one op per tensor:
+    torch-mlir has no lowering for tensor lists, and in one program the two are the same."""
+    table = {}
+    for qualified in torch._C._dispatch_get_all_op_names():
+        namespace, _, full = qualified.partition("::")
+        name, _, overload = full.partition(".")
+        if namespace != "aten" or not name.startswith("_foreach_") or name.endswith("_"):
+            continue
+        packet = getattr(torch.ops.aten, name, None)
+        op = getattr(packet, overload or "default", None) if packet is not None else None
+        if op is not None:
+            table[op] = functools.partial(_foreach_each, name[len("_foreach_"):])
+    return table
+
+
+def _foreach_each(base_name: str, *args, **kwargs):
+    lists = [a for a in args if isinstance(a, (list, tuple))]
+    results = []
+    for i in range(len(lists[0])):
+        each = [a[i] if isinstance(a, (list, tuple)) else a for a in args]
+        each_kwargs = {k: (v[i] if isinstance(v, (list, tuple)) else v) for k, v in kwargs.items()}
+        results.append(_one_of_foreach(base_name, each, each_kwargs, i))
+    return results
+
+
+def _one_of_foreach(base_name: str, args: list, kwargs: dict, i: int):
+    aten = torch.ops.aten
+    if base_name == "norm":
+        ord_ = args[1] if len(args) > 1 else kwargs.get("ord", 2)
+        dtype = args[2] if len(args) > 2 else kwargs.get("dtype")
+        return aten.linalg_vector_norm(args[0], ord_, dtype=dtype)
+    if base_name == "copy":
+        return aten.clone(args[1])
+    if base_name in ("addcmul", "addcdiv") and len(args) == 4:
+        value = args.pop()
+        if isinstance(value, torch.Tensor):  # one scalar per tensor, in a tensor
+            combine = aten.mul if base_name == "addcmul" else aten.div
+            return aten.add(args[0], aten.mul(combine(args[1], args[2]), aten.select(value, 0, i)))
+        kwargs["value"] = value
+    return getattr(aten, base_name)(*args, **kwargs)
 
 
 def _var_mean(x, dim=None, *, correction=None, keepdim=False):
@@ -83,6 +127,37 @@ class FloatSlot(Slot):
     """Where a Python float sits in an op's arguments (a candidate for a runtime input)."""
 
 
+class NodeRef(tuple):
+    """A node's name, where an encoded node refers to another."""
+
+
+class OpRef(tuple):
+    """An ATen op by (namespace, name, overload)."""
+
+
+def decode_graph(nodes: list) -> torch.fx.GraphModule:
+    graph = torch.fx.Graph()
+    made: dict = {}
+
+    def decode(value):
+        if isinstance(value, NodeRef):
+            return made[value[0]]
+        if isinstance(value, OpRef):
+            namespace, name, overload = value
+            return getattr(getattr(getattr(torch.ops, namespace), name), overload or "default")
+        if isinstance(value, list):
+            return [decode(v) for v in value]
+        if isinstance(value, tuple):
+            return tuple(decode(v) for v in value)
+        if isinstance(value, dict):
+            return {k: decode(v) for k, v in value.items()}
+        return value
+
+    for op, name, target, args, kwargs in nodes:
+        made[name] = graph.create_node(op, decode(target), decode(args), decode(kwargs), name)
+    return torch.fx.GraphModule(torch.nn.Module(), graph)
+
+
 def fill(template, tensors, floats=()):
     if isinstance(template, FloatSlot):
         return floats[template.number]
@@ -102,7 +177,8 @@ _SLICE_BOUNDS = {"aten::slice_backward": (2, 4, 1), "aten::slice_scatter": (2, 4
 def _bounded_slice(func, args_template, inputs):
     """`end` past the dimension (x[1:] passes 2**63 - 1) clamped to it: torch-mlir would try to
     materialise the unclamped range."""
-    where = _SLICE_BOUNDS.get(func._schema.name)
+    schema = getattr(func, "_schema", None)
+    where = _SLICE_BOUNDS.get(schema.name) if schema is not None else None
     if where is None:
         return args_template
     dim_at, end_at, size_at = where
@@ -260,6 +336,8 @@ def _lower_with(func, args_template, kwargs_template, inputs: tuple, aliased_res
         # Traced on meta tensors; torch-mlir lowers factory ops only for a host device.
         if node.op == "call_function" and isinstance(node.kwargs.get("device"), torch.device):
             node.kwargs = {**node.kwargs, "device": torch.device("cpu")}
+        if node.op == "call_function":
+            node.target = _view_of_copy(node.target)
     placeholders = [n for n in graph.graph.nodes if n.op == "placeholder"]
     output_node = next(n for n in graph.graph.nodes if n.op == "output")
     for node in list(graph.graph.nodes):
@@ -293,6 +371,19 @@ def _lower_with(func, args_template, kwargs_template, inputs: tuple, aliased_res
             raise Unsupported("a result is not a tensor")
         specs.append((tuple(meta.shape), meta.dtype))
     return Lowered(_to_stablehlo(graph), specs, result_slots, written_inputs, lifted)
+
+
+@functools.lru_cache(maxsize=None)
+def _view_of_copy(target):
+    """Functionalization writes views as their *_copy ops (view_copy, slice_copy, ...), which
+    torch-mlir lowers only as the views themselves; in a value graph the two are the same."""
+    if not isinstance(target, torch._ops.OpOverload) or target.namespace != "aten":
+        return target
+    name = target._schema.name.split("::")[1]
+    if not name.endswith("_copy") or name in ("_copy", "_to_copy", "lift_fresh_copy"):
+        return target
+    view = getattr(getattr(torch.ops.aten, name[: -len("_copy")], None), target._overloadname, None)
+    return view if view is not None and view.is_view else target
 
 
 def _to_stablehlo(graph: torch.fx.GraphModule) -> str:

@@ -41,6 +41,10 @@ def _read(stream):
 def _op(name: tuple):
     import torch
 
+    if name[0] == "graph":  # a whole graph of torch.compile, encoded
+        from pjrt_neuron.torch_native._lowering import decode_graph
+
+        return decode_graph(pickle.loads(name[1]))
     namespace, op_name, overload = name
     return getattr(getattr(getattr(torch.ops, namespace), op_name), overload or "default")
 
@@ -87,14 +91,17 @@ class Worker:
         self._replies = os.fdopen(read_end, "rb")
 
     def lower(self, func, *request):
-        from pjrt_neuron.torch_native._lowering import Unsupported
-
         from pjrt_neuron.torch_native._lowering import _meta_device
 
         name = (func.namespace, func._schema.name.split("::")[1], func._overloadname)
         args_template, kwargs_template, *rest = request
         # The worker has no neuron device; the op is traced on meta tensors anyway.
         request = (_meta_device(args_template), {k: _meta_device(v) for k, v in kwargs_template.items()}, *rest)
+        return self._request(name, *request)
+
+    def _request(self, name, *request):
+        from pjrt_neuron.torch_native._lowering import Unsupported
+
         with self._lock:
             self._ensure()
             process = self._process
@@ -115,6 +122,10 @@ class Worker:
         if kind != "ok":
             raise Unsupported(payload)
         return payload
+
+    def lower_graph(self, graph: bytes, args_template: tuple, inputs: tuple):
+        """A pickled FX graph of ATen ops (torch.compile's), called with `args_template`."""
+        return self._request(("graph", graph), args_template, {}, inputs, frozenset(), (), None)
 
     def _reply(self, process):
         result: list = []

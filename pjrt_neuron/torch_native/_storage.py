@@ -82,6 +82,10 @@ class NeuronTensor(torch.Tensor):
 
         return (rebuild, (self.detach().cpu(), str(self.device), self.requires_grad))
 
+    def __coerce_same_metadata_as_tangent__(self, expected_metadata, expected_type=None):
+        # AOT Autograd (torch.compile) expects plain tensors as gradients; a neuron tensor is one.
+        return self
+
     def numpy(self, *, force: bool = False):
         if not force:
             raise TypeError(f"can't convert {self.device} device type tensor to numpy. "
