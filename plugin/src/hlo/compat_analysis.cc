@@ -7,7 +7,10 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include <unistd.h>
 
@@ -70,6 +73,7 @@ struct Instruction {
   std::string op_name;
   std::string source_file;
   int source_line = 0;
+  int64_t stack_frame_id = 0;  // newer XLA: the location is in the module's stack frame index
   std::string custom_call_target;
   std::string backend_config;
   std::string comparison_direction;
@@ -90,6 +94,9 @@ void ReadMetadata(const std::string& bytes, Instruction* instruction) {
     if (f.number == fields::kMetadataSourceFile && f.wire_type == kLengthDelimited) instruction->source_file = f.payload;
     if (f.number == fields::kMetadataSourceLine && f.wire_type == kVarint) {
       instruction->source_line = static_cast<int>(f.varint);
+    }
+    if (f.number == fields::kMetadataStackFrameId && f.wire_type == kVarint) {
+      instruction->stack_frame_id = static_cast<int64_t>(f.varint);
     }
   }
 }
@@ -140,6 +147,53 @@ bool ReadInstruction(const std::string& bytes, Instruction* instruction) {
   return true;
 }
 
+// HloModuleProto.stack_frame_index: where newer XLA keeps source locations (OpMetadata
+// names a frame by id instead of carrying source_file / source_line itself).
+struct FrameIndex {
+  std::vector<std::string> file_names;
+  std::vector<std::pair<int64_t, int>> file_locations;  // (file name id, line)
+  std::vector<int64_t> frames;                          // file location id of each frame
+};
+
+void ReadFrameIndex(const std::string& bytes, FrameIndex* index) {
+  WireReader reader(bytes);
+  Field f;
+  while (!reader.done() && reader.Next(&f)) {
+    if (f.wire_type != kLengthDelimited) continue;
+    if (f.number == fields::kFrameIndexFileNames) index->file_names.push_back(f.payload);
+    if (f.number != fields::kFrameIndexFileLocations && f.number != fields::kFrameIndexStackFrames) continue;
+    const bool location = f.number == fields::kFrameIndexFileLocations;
+    const uint32_t id_field = location ? fields::kFileLocationFileNameId : fields::kStackFrameFileLocationId;
+    WireReader inner(f.payload);
+    Field g;
+    int64_t id = 0;
+    int line = 0;
+    while (!inner.done() && inner.Next(&g)) {
+      if (g.wire_type != kVarint) continue;
+      if (g.number == id_field) id = static_cast<int64_t>(g.varint);
+      if (location && g.number == fields::kFileLocationLine) line = static_cast<int>(g.varint);
+    }
+    if (location) {
+      index->file_locations.emplace_back(id, line);
+    } else {
+      index->frames.push_back(id);
+    }
+  }
+}
+
+// The innermost frame of an instruction's stack: the user's line, as source_file/line were.
+void ResolveFrame(const FrameIndex& index, Instruction* instruction) {
+  if (!instruction->source_file.empty() || instruction->stack_frame_id <= 0) return;
+  const size_t frame = static_cast<size_t>(instruction->stack_frame_id - 1);
+  if (frame >= index.frames.size()) return;
+  const int64_t location_id = index.frames[frame];
+  if (location_id <= 0 || static_cast<size_t>(location_id) > index.file_locations.size()) return;
+  const auto& [file_id, line] = index.file_locations[static_cast<size_t>(location_id - 1)];
+  if (file_id <= 0 || static_cast<size_t>(file_id) > index.file_names.size()) return;
+  instruction->source_file = index.file_names[static_cast<size_t>(file_id - 1)];
+  instruction->source_line = line;
+}
+
 struct Module {
   std::string name;
   bool is_dynamic = false;
@@ -149,10 +203,12 @@ struct Module {
 Status ReadModule(const std::string& bytes, Module* module) {
   WireReader reader(bytes);
   Field f;
+  FrameIndex frames;
   while (!reader.done()) {
     if (!reader.Next(&f)) return InvalidArgument("the program is not a valid HloModuleProto");
     if (f.number == fields::kModuleName && f.wire_type == kLengthDelimited) module->name = f.payload;
     if (f.number == fields::kModuleIsDynamic && f.wire_type == kVarint) module->is_dynamic = f.varint != 0;
+    if (f.number == fields::kModuleStackFrameIndex && f.wire_type == kLengthDelimited) ReadFrameIndex(f.payload, &frames);
     if (f.number != fields::kModuleComputations || f.wire_type != kLengthDelimited) continue;
     Computation computation;
     WireReader inner(f.payload);
@@ -167,6 +223,9 @@ Status ReadModule(const std::string& bytes, Module* module) {
       }
     }
     module->computations.push_back(std::move(computation));
+  }
+  for (Computation& computation : module->computations) {
+    for (Instruction& instruction : computation.instructions) ResolveFrame(frames, &instruction);
   }
   return Status::Ok();
 }
