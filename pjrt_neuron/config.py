@@ -74,10 +74,9 @@ def engine_builds() -> dict[str, str | None]:
 def engine_build_for(framework: str = "capi") -> str:
     """Which engine build serves `framework` ("jax", "torch-xla" or "capi": the C API and the native device).
 
-    auto is xla-cpu-pjrt for every framework for now: on the newer build torch-xla hangs (its
-    per-core launches of multi-replica programs never start twice), and JAX's whole test suite has
-    not been run on it (README, "Engine builds"). The choice is per framework so that JAX can move
-    once it has.
+    auto is xla-cpu-pjrt for every framework for now: the whole test suite has not been run with
+    the newer build as either framework's (README, "Engine builds"). The choice is per framework
+    so that each can move once it has.
     """
     if framework not in FRAMEWORKS:
         raise ValueError(f"engine_build_for: framework {framework!r} is not one of {', '.join(FRAMEWORKS)}")

@@ -149,8 +149,7 @@ std::vector<Setting> BuildTable() {
        "which build of XLA's CPU engine the simulator runs (PJRT_NEURON_ENGINE_LIBRARY, when set, wins)",
        {{"auto", "xla-cpu-pjrt for every client for now (README, Engine builds, says why); the default"},
         {"xla-cpu-pjrt", "xla-cpu-pjrt 0.0.1 (XLA of November 2025) for every client"},
-        {"lammps-jax-pjrt-cpu", "lammps-jax-pjrt-cpu 0.11.2 (the XLA of jaxlib 0.11.2) for every client; torch-xla "
-                                "hangs on it at the second execution"}},
+        {"lammps-jax-pjrt-cpu", "lammps-jax-pjrt-cpu 0.11.2 (the XLA of jaxlib 0.11.2) for every client"}},
        R::kPython},
   };
   for (size_t i = 0; i < table.size(); ++i) {

@@ -25,6 +25,7 @@
 #include "common/tool_process.h"
 #include "engine/sim/compile_helper.h"
 #include "engine/sim/sim_engine.h"
+#include "hlo/collective_program.h"
 #include "hlo/compile_options.h"
 #include "hlo/hlo_fields.h"
 #include "hlo/output_placement.h"
@@ -678,6 +679,13 @@ class SimExecutable : public Executable {
   Status Execute(const ArgumentTable& args, const ExecuteOptions& options, int only_core,
                  ExecuteResult* result) override;
 
+  // Newer engine builds hold every launch of a program of several cores until all its cores have
+  // launched it (a per-launch barrier); a launch on one core (torch-xla's execute_device) never
+  // fills it, and the engine's next launch never starts. Such launches of a collective-free program
+  // run this copy instead: the same code loaded as a portable single-core executable. Null when
+  // the program has collectives (its cores must meet) or the copy cannot be made.
+  SimExecutable* SingleCoreCopy();
+
   void Delete() override {
     INNER_ARGS(PJRT_LoadedExecutable_Delete_Args, args);
     args.executable = loaded_;
@@ -707,6 +715,9 @@ class SimExecutable : public Executable {
   std::mutex memory_stats_mutex_;
   bool memory_stats_computed_ = false;
   StatusOr<CompiledMemoryStats> memory_stats_ = Status::Ok();
+  std::mutex single_core_mutex_;
+  bool single_core_tried_ = false;
+  std::unique_ptr<Executable> single_core_;
 };
 
 class SimEngine : public Engine {
@@ -789,6 +800,9 @@ class SimEngine : public Engine {
 
   const PJRT_Api* api() { return api_; }
   PJRT_Device* device(int core) { return devices_.at(core); }
+  // Whether a launch of a multi-core program waits for all its cores (SimExecutable::SingleCoreCopy):
+  // not on PJRT 0.81 (xla-cpu-pjrt 0.0.1), so on PJRT 0.115 (lammps-jax-pjrt-cpu 0.11.2).
+  bool gates_multi_core_launches() const { return api_->pjrt_api_version.minor_version >= 100; }
   StatusOr<PJRT_Memory*> memory(int core, const std::string& kind) {
     for (const auto& [memory_kind, memory] : memories_.at(core)) {
       if (memory_kind == kind) return memory;
@@ -1242,8 +1256,28 @@ StatusOr<std::unique_ptr<TransferManager>> SimEngine::CreateTransferManager(int 
   return std::unique_ptr<TransferManager>(new SimTransferManager(this, args.transfer_manager, shapes.size()));
 }
 
+SimExecutable* SimExecutable::SingleCoreCopy() {
+  std::lock_guard<std::mutex> lock(single_core_mutex_);
+  if (single_core_tried_) return static_cast<SimExecutable*>(single_core_.get());
+  single_core_tried_ = true;
+  auto program = OptimizedProgram();
+  if (!program.ok() || hlo::HasCollectives(program->code, program->format)) return nullptr;
+  auto bytes = EngineBytes();
+  if (!bytes.ok()) return nullptr;
+  const std::string options = hlo::PortableSingleCoreOptions(hlo::CompileOptionsOfSerializedExecutable(*bytes));
+  if (options.empty()) return nullptr;
+  auto copy = engine_->Deserialize(*bytes, &options);
+  if (!copy.ok()) return nullptr;
+  single_core_ = std::move(copy.value());
+  return static_cast<SimExecutable*>(single_core_.get());
+}
+
 Status SimExecutable::Execute(const ArgumentTable& args, const ExecuteOptions& options, int only_core,
                               ExecuteResult* result) {
+  if (only_core >= 0 && num_replicas_ * num_partitions_ > 1 && host_outputs_.empty() &&
+      engine_->gates_multi_core_launches()) {
+    if (SimExecutable* copy = SingleCoreCopy()) return copy->Execute(args, options, only_core, result);
+  }
   const size_t num_devices = args.size();
   const size_t num_args = num_devices == 0 ? 0 : args[0].size();
   const size_t num_outputs = outputs_->shapes.size();
