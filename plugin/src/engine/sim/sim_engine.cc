@@ -681,9 +681,10 @@ class SimExecutable : public Executable {
 
   // Newer engine builds hold every launch of a program of several cores until all its cores have
   // launched it (a per-launch barrier); a launch on one core (torch-xla's execute_device) never
-  // fills it, and the engine's next launch never starts. Such launches of a collective-free program
-  // run this copy instead: the same code loaded as a portable single-core executable. Null when
-  // the program has collectives (its cores must meet) or the copy cannot be made.
+  // fills it, and the engine's next launch never starts. Such launches of a program that computes
+  // alike on every core run this copy instead: the same code loaded as a portable single-core
+  // executable. Null when the program has collectives (its cores must meet) or reads its replica
+  // or partition id (the copy would be replica 0 everywhere), or when the copy cannot be made.
   SimExecutable* SingleCoreCopy();
 
   void Delete() override {
@@ -1261,7 +1262,7 @@ SimExecutable* SimExecutable::SingleCoreCopy() {
   if (single_core_tried_) return static_cast<SimExecutable*>(single_core_.get());
   single_core_tried_ = true;
   auto program = OptimizedProgram();
-  if (!program.ok() || hlo::HasCollectives(program->code, program->format)) return nullptr;
+  if (!program.ok() || !hlo::RunsAlikeOnEveryCore(program->code, program->format)) return nullptr;
   auto bytes = EngineBytes();
   if (!bytes.ok()) return nullptr;
   const std::string options = hlo::PortableSingleCoreOptions(hlo::CompileOptionsOfSerializedExecutable(*bytes));
