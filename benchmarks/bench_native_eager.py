@@ -49,6 +49,7 @@ import time, statistics, torch
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10)).to(device)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+{wrap_model}
 x = torch.randn(64, 64).to(device)
 y = torch.randint(0, 10, (64,)).to(device)
 def step():
@@ -57,7 +58,11 @@ def step():
     loss.backward()
     optimizer.step()
     {sync}
-for _ in range(3):
+{wrap_step}
+start = time.perf_counter()
+step()
+first = time.perf_counter() - start
+for _ in range(2):
     step()
 times = []
 for _ in range({rounds}):
@@ -65,18 +70,24 @@ for _ in range({rounds}):
     for _ in range(20):
         step()
     times.append((time.perf_counter() - start) / 20)
-print(statistics.median(times))
+print(first, statistics.median(times))
 """
 
 
-def training_step(python: str, prelude: str, sync: str) -> float:
-    code = TRAINING_STEP.format(prelude=prelude, sync=sync, rounds=ROUNDS)
+def training_step(python: str, prelude: str, sync: str, wrap_model: str = "", wrap_step: str = "") -> float:
+    """Median seconds of a step."""
+    return first_and_median_step(python, prelude, sync, wrap_model, wrap_step)[1]
+
+
+def first_and_median_step(python: str, prelude: str, sync: str, wrap_model: str = "", wrap_step: str = "") -> tuple:
+    code = TRAINING_STEP.format(prelude=prelude, sync=sync, rounds=ROUNDS, wrap_model=wrap_model, wrap_step=wrap_step)
     # A simulated instance of its own: this process holds its cores.
     env = {**os.environ, "PJRT_NEURON_LOCK_DIR": tempfile.mkdtemp(prefix="bench-native-")}
     run = subprocess.run([python, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=900, env=env)
     if run.returncode != 0:
         raise RuntimeError(run.stderr[-2000:])
-    return float(run.stdout.strip().splitlines()[-1])
+    first, median = run.stdout.strip().splitlines()[-1].split()
+    return float(first), float(median)
 
 
 def main(argv=None) -> int:

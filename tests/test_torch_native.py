@@ -138,6 +138,7 @@ def test_type_promotion_broadcasting_and_scalars_match_the_cpu():
 def test_item_print_and_numpy_refusal():
     x = torch.tensor([[1.5, 2.0], [3.0, 4.0]], device="neuron")
     assert x[0, 0].item() == 1.5
+    assert x.tolist() == [[1.5, 2.0], [3.0, 4.0]] and x[1].tolist() == [3.0, 4.0]
     assert repr(x) == "tensor([[1.5000, 2.0000],\n        [3.0000, 4.0000]], device='neuron:0')"
     assert "requires_grad=True" in repr(x.clone().requires_grad_())
     with pytest.raises(TypeError, match="can't convert neuron:0 device type tensor to numpy. Use Tensor.cpu"):

@@ -80,6 +80,9 @@ def register() -> None:
     library.impl("_copy_from", copy_from, "PrivateUse1")
     for name in HOST_FACTORIES:
         library.impl(name, host_factory(name), "PrivateUse1")
+    from pjrt_neuron.torch_native import _autocast
+
+    _autocast.install(library)
     register._library = library  # registrations live as long as the Library object
     from pjrt_neuron.torch_native import _serialization
 

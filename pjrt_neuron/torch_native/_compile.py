@@ -10,6 +10,8 @@ Neuron tensors are a Python tensor subclass, which Dynamo would otherwise step i
 from __future__ import annotations
 
 import pickle
+import re
+from pathlib import Path
 
 import torch
 
@@ -75,8 +77,12 @@ class CompiledGraph:
         self.graph, self.constants = _lift_constants(graph)
         self.results = _classify_results(self.graph)
         self.programs: dict = {}
+        self._constants_real = False
 
     def __call__(self, *args):
+        if self.constants and not self._constants_real:
+            self.constants = [_real_constant(c) for c in self.constants]
+            self._constants_real = True
         args = list(args) + list(self.constants)
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         index = _device_index(tensors)
@@ -86,8 +92,13 @@ class CompiledGraph:
             program = self.programs[key] = self._compile(key)
         buffers = [value(a) if isinstance(a, NeuronTensor) else runtime().upload(a, index)
                    for a in args if isinstance(a, torch.Tensor)]
-        outputs = runtime().execute(program.executable, buffers, index) if program.executable else []
         tensor_numbers = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+        for number in program.written_inputs:
+            # A donated buffer must be no other argument too (one tensor passed twice).
+            if sum(b.ptr == buffers[number].ptr for b in buffers) > 1:
+                with torch.no_grad():
+                    buffers[number] = value(args[tensor_numbers[number]].clone())
+        outputs = runtime().execute(program.executable, buffers, index) if program.executable else []
         for number, buffer in zip(program.written_inputs, outputs[len(outputs) - len(program.written_inputs):]):
             written = args[tensor_numbers[number]]
             if isinstance(written, NeuronTensor):
@@ -121,7 +132,7 @@ class CompiledGraph:
             return _Program(None, None)
         try:
             lowered = worker.lower_graph(pickle.dumps(encode_graph(program_graph)), tuple(template), tuple(inputs))
-            executable = runtime().compile(lowered.text)
+            executable = runtime().compile(_donating(lowered.text, lowered.written_inputs, len(lowered.outputs)))
         except Unsupported as e:
             culprit = _first_unsupported_op(self.graph) or (None, str(e), "")
             op, why, where = culprit
@@ -191,7 +202,8 @@ def encode_graph(graph: torch.fx.Graph) -> list:
             return {k: encode(v) for k, v in value.items()}
         return value
 
-    return [(n.op, n.name, encode(n.target), encode(tuple(n.args)), encode(dict(n.kwargs))) for n in graph.nodes]
+    return [(n.op, n.name, encode(n.target), encode(tuple(n.args)), encode(dict(n.kwargs)), n.meta.get("stack_trace"))
+            for n in graph.nodes]
 
 
 def _device_index(tensors) -> int:
@@ -202,6 +214,62 @@ def _device_index(tensors) -> int:
         raise RuntimeError(f"Expected all tensors to be on the same device, but found {', '.join(found)} "
                            "(in a graph compiled with backend='neuron')")
     return indices.pop() if indices else 0
+
+
+_LIBRARY_DIRS = tuple(str(Path(m.__file__).resolve().parent) for m in (torch,))
+
+
+def _user_frames(stack_trace):
+    """The frames of a node's stack trace outside PyTorch itself, so a Trainium diagnostic points at
+    the user's line (or the model library's) rather than at torch/nn/functional.py."""
+    if not stack_trace:
+        return None
+    lines = stack_trace.splitlines()
+    kept = []
+    for i, line in enumerate(lines):
+        match = re.match(r'\s*File "([^"]+)", line \d+', line)
+        if match and not str(Path(match.group(1)).resolve()).startswith(_LIBRARY_DIRS):
+            kept.append(line)
+            if i + 1 < len(lines) and not lines[i + 1].lstrip().startswith("File "):
+                kept.append(lines[i + 1])
+    return "\n".join(kept) or None
+
+
+def _donating(text: str, written_inputs, num_outputs: int) -> str:
+    """Marks each input the graph writes as aliased to the output that holds its new value, so the
+    program updates it in place (PJRT donation: no second copy of the parameters and optimizer state
+    in HBM during a step); the tensor then holds the output."""
+    first = num_outputs - len(written_inputs)
+    aliases = {number: first + j for j, number in enumerate(written_inputs)}
+    if not aliases:
+        return text
+    start = text.index("func.func @main(")
+    end = text.index(") -> ", start)
+
+    def mark(match):
+        number = int(match.group(2))
+        if number not in aliases:
+            return match.group(0)
+        return f"{match.group(1)} {{tf.aliasing_output = {aliases[number]} : i32}}"
+
+    signature = re.sub(r"(%arg(\d+): tensor<[^>]*>)", mark, text[start:end])
+    return text[:start] + signature + text[end:]
+
+
+def _real_constant(tensor):
+    """A tensor the traced code made (torch.tensor(..., device="neuron"), Hugging Face's cache
+    layers' empty tensors) is held by the graph as a fake tensor; its values are the real tensor
+    kept beside it, or none at all when it is empty."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    if not isinstance(tensor, FakeTensor):
+        return tensor
+    if tensor.constant is not None:
+        return tensor.constant
+    if tensor.numel() == 0:
+        return torch.empty(tensor.shape, dtype=tensor.dtype, device=tensor.device)
+    raise RuntimeError(f"torch.compile(backend='neuron'): the graph holds a {tuple(tensor.shape)} tensor made while "
+                       "it was traced whose values were not kept; create it outside the compiled function")
 
 
 def _lift_constants(graph: torch.fx.GraphModule):
@@ -281,7 +349,8 @@ def _program_graph(graph: torch.fx.GraphModule, results: list):
         return None
     copy.output(tuple(computed))
     for node in list(copy.nodes):
-        node.meta = {}
+        user_frames = _user_frames(node.meta.get("stack_trace"))
+        node.meta = {"stack_trace": user_frames} if user_frames else {}
         # The worker has no neuron device: factories inside the graph make meta tensors there.
         node.args, node.kwargs = _meta_device(node.args), {k: _meta_device(v) for k, v in node.kwargs.items()}
         if node.op == "call_function" and node.target is torch.ops.aten.detach.default:

@@ -10,6 +10,7 @@ an op it does not expect; the caller compiles the text through the plugin's comp
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 
 import torch
@@ -43,7 +44,28 @@ def _decompositions(wide: bool):
     table[torch.ops.aten.var_mean.correction] = _var_mean
     table[torch.ops.aten.var.correction] = lambda *a, **k: _var_mean(*a, **k)[0]
     table.update(_foreach_decompositions())
+    # torch-mlir computes batch norm's statistics in float64; PyTorch's decompositions compute them
+    # in the input's computation type (through _var_mean below).
+    aten = torch.ops.aten
+    for op in (aten.native_batch_norm.default, aten._native_batch_norm_legit.default,
+               aten._native_batch_norm_legit.no_stats, aten._native_batch_norm_legit_functional.default,
+               aten._native_batch_norm_legit_no_training.default):
+        if op in torch._decomp.decomposition_table:
+            table[op] = torch._decomp.decomposition_table[op]
+    table[torch.ops.aten.max_pool2d_with_indices_backward.default] = _max_pool2d_backward
     return table
+
+
+def _max_pool2d_backward(grad_output, x, kernel_size, stride, padding, dilation, ceil_mode, indices):
+    """Each window's gradient added at its maximum's place (`indices` count within a plane), as a
+    scatter-add, which torch-mlir lowers and its own max_pool2d backward is not."""
+    planes = tuple(x.shape[:-2])
+    flat_grad = torch.ops.aten.reshape.default(grad_output, planes + (-1,))
+    flat_indices = torch.ops.aten.reshape.default(indices, planes + (-1,))
+    zeros = torch.ops.aten.zeros.default(planes + (x.shape[-2] * x.shape[-1],), dtype=grad_output.dtype,
+                                         device=grad_output.device)
+    summed = torch.ops.aten.scatter_add.default(zeros, -1, flat_indices, flat_grad)
+    return torch.ops.aten.reshape.default(summed, tuple(x.shape))
 
 
 def _foreach_decompositions() -> dict:
@@ -153,8 +175,10 @@ def decode_graph(nodes: list) -> torch.fx.GraphModule:
             return {k: decode(v) for k, v in value.items()}
         return value
 
-    for op, name, target, args, kwargs in nodes:
+    for op, name, target, args, kwargs, stack_trace in nodes:
         made[name] = graph.create_node(op, decode(target), decode(args), decode(kwargs), name)
+        if stack_trace:
+            made[name].meta["stack_trace"] = stack_trace
     return torch.fx.GraphModule(torch.nn.Module(), graph)
 
 
@@ -217,6 +241,12 @@ def _trace(func, args_template, kwargs_template, inputs, floats, wide: bool) -> 
     from torch.func import functionalize
 
     def call(*tensors):
+        if isinstance(func, torch.fx.GraphModule):
+            # Node by node, so each traced op keeps the user's line its graph node came from.
+            from torch.fx import traceback as fx_traceback
+
+            with fx_traceback.preserve_node_meta():
+                return torch.fx.Interpreter(func).run(*fill(args_template, tensors, floats))
         return func(*fill(args_template, tensors, floats), **fill(kwargs_template, tensors, floats))
 
     metas = [torch.empty(shape, dtype=dtype, device="meta") for shape, dtype in inputs]
@@ -409,4 +439,28 @@ def _to_stablehlo(graph: torch.fx.GraphModule) -> str:
     except Exception as e:
         detail = diagnostics[0] if diagnostics else (str(e).splitlines() or [""])[0]
         raise Unsupported(f"torch-mlir has no StableHLO lowering for it ({detail[:300]})") from None
-    return str(module)
+    located = any(n.meta.get("stack_trace") for n in graph.graph.nodes)
+    # Source locations become the program's metadata, which Trainium diagnostics name.
+    return _float32_scalar_constants(module.operation.get_asm(enable_debug_info=located))
+
+
+_F64_CONSTANT = re.compile(r"^(\s*)(%[\w.]+) = arith\.constant dense<([^>]+)> : tensor<(\d*x?)f64>", re.M)
+
+
+def _float32_scalar_constants(text: str) -> str:
+    """torch-mlir writes each Python float of an op as a float64 constant converted to float32 where
+    it is used; NeuronCores have no float64, so the constant is written as float32 when converting
+    is all that is done with it (the decimal rounds to the same float32)."""
+    for match in list(_F64_CONSTANT.finditer(text)):
+        name, shape = match.group(2), match.group(4)
+        uses = re.findall(rf"{re.escape(name)}\b[^\n]*", text[match.end():])
+        converts = rf"^{re.escape(name)} : \(tensor<{shape}f64>\) -> tensor<{shape}f32>"
+        converted = [u for u in re.findall(rf"stablehlo\.convert {re.escape(name)}\b[^\n]*", text)]
+        if not uses or len(converted) != len(uses) or not all(
+                re.match(converts, u[len("stablehlo.convert "):]) for u in converted):
+            continue
+        text = text.replace(match.group(0), f"{match.group(1)}{name} = arith.constant dense<{match.group(3)}> : "
+                                             f"tensor<{shape}f32>", 1)
+        text = text.replace(f"stablehlo.convert {name} : (tensor<{shape}f64>)",
+                            f"stablehlo.convert {name} : (tensor<{shape}f32>)")
+    return text

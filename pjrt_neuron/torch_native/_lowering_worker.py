@@ -52,6 +52,7 @@ def _op(name: tuple):
 def serve(requests, replies) -> None:
     from pjrt_neuron.torch_native import _lowering
 
+    _warm_up(_lowering)
     while True:
         try:
             name, args_template, kwargs_template, inputs, aliased, floats, may_lift = _read(requests)
@@ -64,6 +65,18 @@ def serve(requests, replies) -> None:
             _write(replies, ("unsupported", str(e)))
         except Exception as e:  # anything else is this op's problem, not the worker's
             _write(replies, ("unsupported", f"lowering failed: {type(e).__name__}: {str(e)[:300]}"))
+
+
+def _warm_up(lowering) -> None:
+    """The first lowering pays for torch-mlir's imports, its decomposition tables and an MLIR
+    context (seconds); the worker starts with the runtime, so it pays them before the first op asks."""
+    import torch
+
+    try:
+        lowering.lower(torch.ops.aten.add.Tensor, (lowering.Slot(0), lowering.Slot(1)), {},
+                       (((1,), torch.float32), ((1,), torch.float32)), frozenset())
+    except Exception:  # noqa: BLE001 (the real request will say what is wrong)
+        pass
 
 
 class Worker:

@@ -92,6 +92,10 @@ class NeuronTensor(torch.Tensor):
                             "Use Tensor.cpu() to copy the tensor to host memory first.")
         return self.cpu().numpy()
 
+    def tolist(self):
+        # PyTorch refuses tolist() on any tensor subclass; on CUDA it copies to the host, as here.
+        return self.cpu().tolist()
+
 
 def storage_of(tensor: NeuronTensor) -> Storage:
     return tensor._neuron_storage
