@@ -16,6 +16,10 @@ pytest.importorskip("torch_mlir")
 
 from test_torch_native import REPO, own_instance, run_script  # noqa: E402
 
+# The backend module teaches Dynamo about neuron tensors when it is imported; torch.compile(backend=
+# "neuron") imports it, a custom backend wrapping it (below) must have it imported first.
+import pjrt_neuron.torch_native._compile  # noqa: E402,F401
+
 
 def mlp():
     torch.manual_seed(0)
@@ -148,6 +152,16 @@ def test_a_new_shape_compiles_a_new_program_and_dynamic_shapes_work():
     for rows in (3, 5, 7):
         x = torch.randn(rows, 6)
         torch.testing.assert_close(compiled(x.to("neuron")).cpu(), f(x), rtol=1e-5, atol=1e-6)
+    # Training under dynamic shapes: the forward graph also returns sizes for the backward.
+    model = mlp()
+    neuron_model = mlp().to("neuron")
+    compiled_model = torch.compile(neuron_model, backend="neuron", dynamic=True)
+    for rows in (3, 5, 7):
+        x = torch.randn(rows, 16)
+        model(x).pow(2).mean().backward()
+        compiled_model(x.to("neuron")).pow(2).mean().backward()
+        for cpu_p, neuron_p in zip(model.parameters(), neuron_model.parameters()):
+            torch.testing.assert_close(neuron_p.grad.cpu(), cpu_p.grad, rtol=1e-4, atol=1e-6)
 
 
 def test_the_backend_needs_no_import_and_a_second_process_hits_the_compile_cache(tmp_path):

@@ -1,7 +1,8 @@
 """PyTorch's device `neuron` on this plugin, for current PyTorch (2.10 and later) without torch-xla.
 
 `import torch` calls `autoload` through the `torch.backends` entry point, which names the
-PrivateUse1 backend `neuron`, registers `torch.neuron` and the factory kernels, and nothing more:
+PrivateUse1 backend `neuron`, registers `torch.neuron`, the factory kernels and the
+torch.distributed backend of `neuron` tensors, and nothing more:
 the plugin's client (which claims NeuronCores) starts at the first tensor on the device.
 """
 
@@ -90,6 +91,9 @@ def register() -> None:
     from pjrt_neuron.torch_native import _modules
 
     _modules.install()
+    from pjrt_neuron.torch_native import _distributed
+
+    _distributed.register()  # torch.distributed's backend of `neuron` tensors
     _registered = True
 
 

@@ -113,6 +113,9 @@ class CompiledGraph:
                 results.append(where)
             else:
                 slot = program.result_slots[where]
+                if isinstance(slot, tuple):
+                    results.append(slot[1])
+                    continue
                 shape, dtype = program.outputs[slot]
                 results.append(wrap(outputs[slot], shape, dtype, index))
         return results

@@ -181,10 +181,17 @@ def _narrowed(func) -> torch.dtype:
     return torch.float32
 
 
+_PRIVATEUSE1 = torch._C.DispatchKeySet(torch._C.DispatchKey.PrivateUse1)
+
+
 def _dispatch(func, args, kwargs):
     special = _SPECIAL.get(func)
     if special is not None:
         return special(func, args, kwargs)
+    if func.namespace == "c10d":
+        # torch.distributed's collectives: c10d's own kernel hands them to the process group's
+        # backend for the device (the `neuron` backend, _distributed).
+        return func.redispatch(_PRIVATEUSE1, *args, **kwargs)
     name = func._schema.name
     if name.startswith("aten::_foreach_"):
         return _foreach(func, args, kwargs)
@@ -238,6 +245,8 @@ def _run(func, args, kwargs):
             results.append(written[sorted(aliased).index(position)])
         elif slot is None:
             results.append(None)
+        elif isinstance(slot, tuple):
+            results.append(slot[1])
         else:
             shape, dtype = program.outputs[slot]
             results.append(wrap(outputs[slot], shape, dtype, index))
@@ -426,7 +435,9 @@ def _to_copy(func, args, kwargs):
     source = args[0]
     device = kwargs.get("device")
     dtype = kwargs.get("dtype") or source.dtype
-    if device is None or (device.type == "neuron" and (device.index or 0) == source.device.index):
+    if device is not None and device.type == "neuron":
+        device = torch.device("neuron", runtime().canonical(device.index or 0))
+    if device is None or (device.type == "neuron" and device.index == source.device.index):
         return _run(func, args, kwargs)
     cpu = runtime().download(value(source), source.dtype).to(dtype)
     if device.type == "cpu":
@@ -471,7 +482,7 @@ def _empty_like(func, args, kwargs):
     meta = func(*_lowering._meta_device(tuple(_meta_alias(a) if isinstance(a, NeuronTensor) else a for a in args)),
                 **_lowering._meta_device(kwargs))
     device = kwargs.get("device")
-    index = args[0].device.index if device is None or device.index is None else device.index
+    index = args[0].device.index if device is None or device.index is None else runtime().canonical(device.index)
     return empty(meta.shape, meta.stride(), meta.dtype, index)
 
 
@@ -484,7 +495,7 @@ def factory_empty(size, stride=None, dtype=None, device=None):
 
         index = current_device()
     else:
-        index = device.index
+        index = runtime().canonical(device.index)
     size = tuple(size)
     stride = tuple(stride) if stride is not None else None
     from pjrt_neuron.torch_native._storage import contiguous_strides
@@ -504,7 +515,7 @@ def host_factory(name: str):
 
     def kernel(*args, **kwargs):
         device = kwargs.get("device")
-        index = device.index if device is not None and device.index is not None else _current_index()
+        index = runtime().canonical(device.index) if device is not None and device.index is not None else _current_index()
         kwargs = {**kwargs, "device": torch.device("cpu")}
         if torch.Tag.nondeterministic_seeded in op.tags:
             with _random.device_generator(index):

@@ -27,7 +27,7 @@ class Unsupported(Exception):
 class Lowered:
     text: str  # StableHLO
     outputs: list  # (shape, dtype) of each result, then of each written input
-    result_slots: list  # flattened results of the op: index into outputs, or None
+    result_slots: list  # flattened results of the op: index into outputs, None, or ("value", number)
     written_inputs: list  # input numbers the op writes, in output order after the results
     lifted: tuple  # per float argument: passed as a 0-d input (True) or compiled in (False)
 
@@ -381,8 +381,13 @@ def _lower_with(func, args_template, kwargs_template, inputs: tuple, aliased_res
     flat_results = list(results) if isinstance(results, (list, tuple)) else [results]
     outputs, result_slots = [], []
     for position, node in enumerate(flat_results):
-        if node is None or position in aliased_results or not isinstance(node, torch.fx.Node):
+        if node is None or position in aliased_results:
             result_slots.append(None)
+            continue
+        if not isinstance(node, torch.fx.Node):
+            # A number the program computes from shapes alone (a size a compiled graph returns
+            # under dynamic shapes): known now, returned as it is.
+            result_slots.append(("value", node))
             continue
         result_slots.append(len(outputs))
         outputs.append(node)

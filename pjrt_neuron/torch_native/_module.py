@@ -36,6 +36,8 @@ def _is_in_bad_fork() -> bool:
 
 
 def device_count() -> int:
+    if not _runtime.initialized():
+        return _runtime.device_count_without_client()  # asking must not claim the cores
     return len(_runtime.runtime().devices)
 
 
@@ -54,7 +56,7 @@ def _index(device) -> int:
             raise ValueError(f"expected a neuron device, got {device}")
         index = current_device() if device.index is None else device.index
     _runtime.runtime().device(index)  # refuses a core the process does not have
-    return index
+    return _runtime.runtime().canonical(index)
 
 
 def set_device(device) -> None:
