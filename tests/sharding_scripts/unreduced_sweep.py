@@ -30,6 +30,16 @@ def reduce_sum_of_unreduced():
     return shards(r), reshard(r, P())
 
 
+def reduce_sum_of_assembled_unreduced():
+    # Partial sums placed shard by shard (the first core holds the value, the others zeros), then
+    # summed and resolved: no replicated value is made unreduced on the way.
+    x = np.arange(4, dtype=np.float32)
+    parts = [jax.device_put(x if i == 0 else np.zeros_like(x), d) for i, d in enumerate(mesh.devices.flat)]
+    u = jax.make_array_from_single_device_arrays((4,), NamedSharding(mesh, P(unreduced={"x"})), parts)
+    r = jax.jit(lambda x: jax.lax.reduce_sum(x, axes=[0]))(u)
+    return shards(r), reshard(r, P())
+
+
 def psum_into_unreduced():
     x = jax.device_put(jnp.arange(4 * n, dtype=jnp.float32).reshape(n, 4), NamedSharding(mesh, P("x")))
     f = jax.shard_map(lambda b: b.sum(0), in_specs=P("x"), out_specs=P(unreduced={"x"}))
@@ -71,7 +81,7 @@ def reduced_input_grad():
     return shards(g), reshard(g, P())
 
 
-CASES = [reduce_sum_of_unreduced, psum_into_unreduced, reshard_unreduced_to_sharded, dot_general_unreduced_output,
+CASES = [reduce_sum_of_unreduced, reduce_sum_of_assembled_unreduced, psum_into_unreduced, reshard_unreduced_to_sharded, dot_general_unreduced_output,
          grad_through_unreduced, reduced_input_grad]
 results = {}
 for n in [int(v) for v in sys.argv[2].split(",")]:
