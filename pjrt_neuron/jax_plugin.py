@@ -3,7 +3,7 @@
 Select it with ``JAX_PLATFORMS=neuron``.
 """
 
-from pjrt_neuron import _jax_engine_guard, config
+from pjrt_neuron import _jax_engine_guard, _jax_ffi, config
 
 
 def initialize() -> None:
@@ -11,4 +11,5 @@ def initialize() -> None:
 
     config.prepare_environment()
     _jax_engine_guard.install()  # refuses unreduced axes on an engine build that cannot compute them
+    _jax_ffi.install()  # jax.ffi registrations for platform "neuron" reach the plugin's FFI extension
     xla_bridge.register_plugin("neuron", priority=500, library_path=config.library_path(), options=config.client_create_options("jax"))

@@ -24,6 +24,7 @@
 #include "common/settings.h"
 #include "common/tool_process.h"
 #include "engine/sim/compile_helper.h"
+#include "engine/sim/ffi_handlers.h"
 #include "engine/sim/sim_engine.h"
 #include "hlo/collective_program.h"
 #include "hlo/compile_options.h"
@@ -297,6 +298,7 @@ StatusOr<const PJRT_Api*> LoadApi(const std::string& requested_path) {
   INNER_ARGS(PJRT_Plugin_Initialize_Args, init);
   PN_RETURN_IF_ERROR(TakeError(api, api->PJRT_Plugin_Initialize(&init)));
   loaded[path] = api;
+  PN_RETURN_IF_ERROR(sim::AdoptFfiHandlers(api));
   return api;
 }
 
@@ -804,6 +806,9 @@ class SimEngine : public Engine {
   // Whether a launch of a multi-core program waits for all its cores (SimExecutable::SingleCoreCopy):
   // not on PJRT 0.81 (xla-cpu-pjrt 0.0.1), so on PJRT 0.115 (lammps-jax-pjrt-cpu 0.11.2).
   bool gates_multi_core_launches() const { return api_->pjrt_api_version.minor_version >= 100; }
+  // Measured: PJRT 0.81 (xla-cpu-pjrt 0.0.1) accepts FFI handlers and its compiler never finds
+  // them; PJRT 0.115 (lammps-jax-pjrt-cpu 0.11.2) runs them.
+  bool runs_ffi_handlers() const { return api_->pjrt_api_version.minor_version >= 100; }
   StatusOr<PJRT_Memory*> memory(int core, const std::string& kind) {
     for (const auto& [memory_kind, memory] : memories_.at(core)) {
       if (memory_kind == kind) return memory;
@@ -896,7 +901,8 @@ class SimEngine : public Engine {
   }
 
   StatusOr<std::unique_ptr<Executable>> Compile(const Program& program, const std::string& options) override {
-    if (helper_ != nullptr && !helper_->cannot_start()) {
+    // A registered FFI handler's code is in this process only, out of the helper's reach.
+    if (helper_ != nullptr && !helper_->cannot_start() && !sim::HasFfiHandlers()) {
       auto serialized = helper_->Compile(program, options);
       if (serialized.ok()) return Deserialize(serialized.value(), nullptr);
       if (!helper_->cannot_start()) return serialized.status();
@@ -907,6 +913,12 @@ class SimEngine : public Engine {
     if (!compiled.ok() && compiled.message().find(hlo::kAnnotateDevicePlacement) != std::string::npos &&
         program.format != "hlo") {
       return CompileWithOutputPlacements(program, options, compiled);
+    }
+    if (!compiled.ok() && compiled.message().find("No FFI handler registered") != std::string::npos &&
+        !runs_ffi_handlers()) {
+      return Status(compiled.code(), compiled.message() + "; the simulator engine build " + library_name_ +
+                                         " does not run FFI handlers, the newer build does: "
+                                         "PJRT_NEURON_SIM_ENGINE=lammps-jax-pjrt-cpu");
     }
     PN_RETURN_IF_ERROR(compiled);
     return Finish(loaded);
