@@ -75,6 +75,7 @@ struct Instruction {
   int source_line = 0;
   int64_t stack_frame_id = 0;  // newer XLA: the location is in the module's stack frame index
   std::string custom_call_target;
+  uint64_t custom_call_api_version = 0;
   std::string backend_config;
   std::string comparison_direction;
   std::vector<int64_t> called_computations;
@@ -136,6 +137,7 @@ bool ReadInstruction(const std::string& bytes, Instruction* instruction) {
       case fields::kInstructionMetadata: ReadMetadata(f.payload, instruction); break;
       case fields::kInstructionLiteral: instruction->literal_beyond_int32 = LiteralBeyondInt32(f.payload); break;
       case fields::kInstructionCustomCallTarget: instruction->custom_call_target = f.payload; break;
+      case fields::kInstructionCustomCallApiVersion: instruction->custom_call_api_version = f.varint; break;
       case fields::kInstructionBackendConfig: instruction->backend_config = f.payload; break;
       case fields::kInstructionComparisonDirection: instruction->comparison_direction = f.payload; break;
       case fields::kInstructionId: instruction->id = static_cast<int64_t>(f.varint); break;
@@ -255,6 +257,9 @@ const Check kWhile{"data-dependent-while", "a while_loop whose trip count depend
                    "use lax.fori_loop / lax.scan with a fixed number of steps", true};
 const Check kCallback{"host-callback", "a host callback", "NeuronCores cannot call back into Python during a program",
                       "move the callback out of the jitted function", true};
+const Check kFfiCall{"ffi-call", "a call to an FFI handler (jax.ffi, or a library's custom call)",
+                     "a NeuronCore runs no host code inside a program, and neuronx-cc has none of XLA's FFI handlers",
+                     "write it with jax.numpy / lax operations, or call it outside the jitted function", true};
 const Check kIntegerDot{"integer-dot", "a matrix product of integers", "NeuronCores' matrix units multiply floating "
                         "point only", "cast the operands to float32 or bfloat16 before the dot", true};
 const Check kVariadicReduce{"variadic-reduce", "a reduction over several arrays at once (e.g. argmax/argmin)",
@@ -371,6 +376,12 @@ StatusOr<std::vector<CompatFinding>> AnalyzeHloModule(const std::string& bytes, 
         if (int64) found.Add(kInt64, i, beyond);
       }
       if (i.shape.dynamic) found.Add(kDynamic, i);
+      // Typed FFI calls only: XLA's own custom calls (Sharding, MoveToHost, ...) are older versions.
+      constexpr uint64_t kTypedFfi = 4;
+      if (i.opcode == "custom-call" && i.custom_call_api_version == kTypedFfi &&
+          i.custom_call_target.find("callback") == std::string::npos) {
+        found.Add(kFfiCall, i);
+      }
       if (!from_jax) continue;
       if (i.opcode == "conditional") found.Add(kCond, i);
       if (i.opcode == "while" && i.backend_config.find("known_trip_count") == std::string::npos) found.Add(kWhile, i);

@@ -23,6 +23,7 @@ constexpr uint32_t kInstructionMetadata = 7;
 constexpr uint32_t kInstructionLiteral = 8;
 constexpr uint32_t kInstructionChannelId = 26;
 constexpr uint32_t kInstructionCustomCallTarget = 28;
+constexpr uint32_t kInstructionCustomCallApiVersion = 77;  // 4: typed FFI (API_VERSION_TYPED_FFI)
 constexpr uint32_t kInstructionId = 35;
 constexpr uint32_t kInstructionOperandIds = 36;
 constexpr uint32_t kInstructionCalledComputations = 38;
