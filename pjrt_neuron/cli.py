@@ -23,11 +23,30 @@ def _ls(args) -> int:
         return 0 if "runtime_error" not in engine and "settings_error" not in engine else 1
     description = instance.describe(args.instance_type, args.logical_nc_config)
     description["engine"] = "sim"
+    description["sim_engines"] = _sim_engines()
     if args.json:
         print(json.dumps(description, indent=2))
     else:
         print(instance.format_table(description, show_processes=args.wide))
     return 0
+
+
+def _sim_engines() -> dict:
+    """Which engine build each kind of client runs on (config.engine_build_for), and its path."""
+    out = {}
+    for framework in config.FRAMEWORKS:
+        try:
+            path = config.engine_library_path(framework)
+            build = config.engine_build_for(framework) if not _engine_overridden() else "PJRT_NEURON_ENGINE_LIBRARY"
+            out[framework] = {"build": build, "path": path}
+        except config.ConfigurationError as e:
+            out[framework] = {"build": None, "error": str(e)}
+    return out
+
+
+def _engine_overridden() -> bool:
+    value = config.os.environ.get("PJRT_NEURON_ENGINE_LIBRARY")
+    return bool(value) and value != config.os.environ.get(config._AUTO_MARK)
 
 
 def _cache(args) -> int:
@@ -59,7 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"pjrt-neuron {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("library-path", help="print the plugin library's path (for NEURON_LIBRARY_PATH)")
-    commands.add_parser("engine-path", help="print the simulator engine's path")
+    engine_path = commands.add_parser("engine-path", help="print the simulator engine's path")
+    engine_path.add_argument("--framework", choices=config.FRAMEWORKS, default="capi",
+                             help="the engine build this kind of client runs on (default: capi)")
     ls = commands.add_parser("ls", help="which engine is in use, and its NeuronCores (the Neuron runtime's, or the "
                                         "simulated instance's), like neuron-ls")
     ls.add_argument("-w", "--wide", action="store_true", help="also show the processes holding cores")
@@ -133,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "library-path":
             print(config.library_path())
         elif args.command == "engine-path":
-            print(config.engine_library_path())
+            print(config.engine_library_path(args.framework))
         elif args.command == "ls":
             return _ls(args)
         elif args.command == "selftest":

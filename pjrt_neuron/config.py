@@ -49,17 +49,57 @@ def library_path() -> str:
         "(or set PJRT_NEURON_LIBRARY_PATH to a built library)")
 
 
-def engine_library_path() -> str:
-    """Path of the simulator engine (xla_cpu_pjrt.so from the xla-cpu-pjrt wheel)."""
+# The simulator's engine builds: (PJRT_NEURON_SIM_ENGINE value, module, file beside it, install hint).
+ENGINE_BUILDS = (
+    ("xla-cpu-pjrt", "xla_plugins.xla_cpu_pjrt", "xla_cpu_pjrt.so", "pip install xla-cpu-pjrt==0.0.1"),
+    ("lammps-jax-pjrt-cpu", "lammps_jax_pjrt_cpu", "pjrt_c_api_cpu_plugin.so",
+     "pip install 'pjrt-neuron[engine-jax]' (or lammps-jax-pjrt-cpu==0.11.2)"),
+)
+FRAMEWORKS = ("jax", "torch-xla", "capi")
+# prepare_environment's own PJRT_NEURON_ENGINE_LIBRARY, marked so that this process and its
+# children do not take it for the user's override.
+_AUTO_MARK = "_PJRT_NEURON_ENGINE_LIBRARY_AUTO"
+
+
+def engine_builds() -> dict[str, str | None]:
+    """Each engine build's library path, None where its wheel is not installed."""
+    found = {}
+    for name, module, filename, _ in ENGINE_BUILDS:
+        spec = importlib.util.find_spec(module)
+        path = Path(spec.origin).with_name(filename) if spec is not None and spec.origin else None
+        found[name] = str(path) if path is not None and path.is_file() else None
+    return found
+
+
+def engine_build_for(framework: str = "capi") -> str:
+    """Which engine build serves `framework` ("jax", "torch-xla" or "capi": the C API and the native device).
+
+    auto is xla-cpu-pjrt for every framework for now: the whole test suite has not been run with
+    the newer build as either framework's (README, "Engine builds"). The choice is per framework
+    so that each can move once it has.
+    """
+    if framework not in FRAMEWORKS:
+        raise ValueError(f"engine_build_for: framework {framework!r} is not one of {', '.join(FRAMEWORKS)}")
+    choice = _value("PJRT_NEURON_SIM_ENGINE")
+    if choice != "auto":
+        return choice
+    return "xla-cpu-pjrt"
+
+
+def engine_library_path(framework: str = "capi") -> str:
+    """Path of the simulator engine for `framework`: $PJRT_NEURON_ENGINE_LIBRARY, else the build
+    PJRT_NEURON_SIM_ENGINE picks (engine_build_for)."""
     override = os.environ.get("PJRT_NEURON_ENGINE_LIBRARY")
-    if override:
+    if override and override != os.environ.get(_AUTO_MARK):
         if not os.path.isfile(override):
             raise ConfigurationError(f"PJRT_NEURON_ENGINE_LIBRARY={override!r} does not exist")
         return override
-    spec = importlib.util.find_spec("xla_plugins.xla_cpu_pjrt")
-    if spec is None or spec.origin is None:
-        raise ConfigurationError("the simulator engine is missing; run `pip install xla-cpu-pjrt==0.0.1`")
-    return str(Path(spec.origin).with_name("xla_cpu_pjrt.so"))
+    build = engine_build_for(framework)
+    path = engine_builds()[build]
+    if path is None:
+        hint = next(h for name, _, _, h in ENGINE_BUILDS if name == build)
+        raise ConfigurationError(f"the simulator engine {build} (PJRT_NEURON_SIM_ENGINE) is not installed; run `{hint}`")
+    return path
 
 
 def settings() -> tuple[dict, ...]:
@@ -99,6 +139,11 @@ def torch_plugin_choice() -> str:
 _estimate_at_exit_registered = False  # PJRT_NEURON_ESTIMATE=1: once per process
 
 
+def client_create_options(framework: str) -> dict:
+    """Create options that give `framework`'s client its engine build."""
+    return {"engine_library_path": engine_library_path(framework)}
+
+
 def prepare_environment() -> None:
     """Validates the settings and tells the plugin library where its engine is.
 
@@ -106,7 +151,12 @@ def prepare_environment() -> None:
     plugin attributes before any client (and so any create option) exists.
     """
     instance_type()
-    os.environ.setdefault("PJRT_NEURON_ENGINE_LIBRARY", engine_library_path())
+    # Read before any client exists (plugin attributes); each framework's client then gets its
+    # own build through the create option engine_library_path (client_create_options).
+    current = os.environ.get("PJRT_NEURON_ENGINE_LIBRARY")
+    if not current or current == os.environ.get(_AUTO_MARK):
+        path = engine_library_path("capi")
+        os.environ["PJRT_NEURON_ENGINE_LIBRARY"] = os.environ[_AUTO_MARK] = path
     global _estimate_at_exit_registered
     _native.check_settings("PJRT_NEURON_ESTIMATE")
     if os.environ.get("PJRT_NEURON_ESTIMATE") == "1" and not _estimate_at_exit_registered:

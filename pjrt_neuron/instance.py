@@ -51,6 +51,8 @@ def format_table(description: dict, show_processes: bool = False) -> str:
         f"instance-type: {description['instance_type']} (simulated)",
         f"logical-neuroncore-config: {description['logical_nc_config']}",
         f"neuroncore-generation: {description['core_generation']}",
+        *(f"simulator engine for {framework}: {e['build']} ({e.get('path') or e.get('error')})"
+          for framework, e in description.get("sim_engines", {}).items()),
         rule, line(headers), rule, *(line(r) for r in rows), rule,
     ]
     return "\n".join(out)

@@ -3,11 +3,13 @@
 Select it with ``JAX_PLATFORMS=neuron``.
 """
 
-from pjrt_neuron import config
+from pjrt_neuron import _jax_engine_guard, _jax_ffi, config
 
 
 def initialize() -> None:
     from jax._src import xla_bridge
 
     config.prepare_environment()
-    xla_bridge.register_plugin("neuron", priority=500, library_path=config.library_path(), options=None)
+    _jax_engine_guard.install()  # refuses unreduced axes on an engine build that cannot compute them
+    _jax_ffi.install()  # jax.ffi registrations for platform "neuron" reach the plugin's FFI extension
+    xla_bridge.register_plugin("neuron", priority=500, library_path=config.library_path(), options=config.client_create_options("jax"))

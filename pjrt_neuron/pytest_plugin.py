@@ -31,10 +31,16 @@ def _whole_instances() -> bool:
     return os.environ.get("PJRT_NEURON_XDIST", "1").lower() == "instance"
 
 
-def _worker() -> tuple[int, int] | None:
-    """(index, count) of this xdist worker, or None outside a worker."""
-    name = os.environ.get("PYTEST_XDIST_WORKER", "")
-    count = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+def _worker(config) -> tuple[int, int] | None:
+    """(index, count) of this xdist worker, or None outside a worker.
+
+    Read from xdist's own record of the worker, not PYTEST_XDIST_WORKER: a pytest run started
+    from inside a worker inherits that variable, and its controller is no worker.
+    """
+    workerinput = getattr(config, "workerinput", None)
+    if not isinstance(workerinput, dict):
+        return None
+    name, count = str(workerinput.get("workerid", "")), str(workerinput.get("workercount", ""))
     if not name.startswith("gw") or not name[2:].isdigit() or not count.isdigit():
         return None
     return int(name[2:]), int(count)
@@ -76,7 +82,7 @@ def _chosen_by_user() -> bool:
 
 
 def pytest_configure(config) -> None:
-    worker = _worker()
+    worker = _worker(config)
     if worker is None or not _enabled() or _chosen_by_user():
         return
     index, count = worker

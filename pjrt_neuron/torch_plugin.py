@@ -21,6 +21,10 @@ class NeuronPlugin(plugins.DevicePlugin):
         config.prepare_environment()
         return config.library_path()
 
+    def client_create_options(self) -> dict:
+        config.prepare_environment()
+        return config.client_create_options("torch-xla")
+
     def configure_single_process(self) -> None:
         torch_xla_neuron.configure_pjrt_environment()
         torch_xla_neuron.initialize_env(0, 1)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import pjrt_capi as P
+import pjrt_neuron.config as config
 from programs import ALL_REDUCE, DOUBLE, DONATING, PER_REPLICA
 from assertions import pjrt_error
 
@@ -601,3 +602,35 @@ def test_a_program_without_collectives_launched_on_one_core_runs_at_once(quick_c
     (out,) = executable.execute([[client.buffer_from_numpy(x, device=device)]], execute_device=device)
     np.testing.assert_array_equal(out[0].to_numpy(), x + 1)  # replica 1
     assert time.monotonic() - start < 1.5  # it did not wait for core 0
+
+
+def test_one_core_launches_of_a_two_core_program_keep_running_on_the_newer_engine_build(plugin_api):
+    # lammps-jax-pjrt-cpu holds a launch of a program of several cores until all of them launch it;
+    # torch-xla launches each program on one core, so without the single-core copy the second hung.
+    path = config.engine_builds()["lammps-jax-pjrt-cpu"]
+    assert path is not None, "pip install '.[engine-jax]'"
+    client = P.Client(plugin_api, {"engine_library_path": path})
+    try:
+        assert client.platform_version.endswith(", pjrt_c_api_cpu_plugin.so)"), client.platform_version
+        executable = client.compile(DOUBLE, compile_options=P.compile_options_proto(num_replicas=2))
+        devices = client.addressable_devices()
+        x = np.arange(6, dtype=np.float32).reshape(2, 3)
+        results = []
+
+        def launches():
+            for step in range(3):
+                for core in (0, 1, 1):
+                    arg = client.buffer_from_numpy(x + step, device=devices[core])
+                    (out,) = executable.execute([[arg]], execute_device=devices[core])
+                    results.append((core, out[0].device.id == devices[core].id, out[0].to_numpy()))
+
+        worker = threading.Thread(target=launches, daemon=True)
+        worker.start()
+        worker.join(120)
+        assert not worker.is_alive(), f"launch {len(results) + 1} of 9 never finished"
+        for i, (core, on_core, got) in enumerate(results):
+            assert on_core, (i, core)
+            np.testing.assert_array_equal(got, (x + i // 3) * 2)
+    finally:
+        client.close()
+

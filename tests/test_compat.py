@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 import job_pool
+import pjrt_neuron.config as config
 from job_pool import Job, JobPool, uses, wanted_jobs
 
 REPO = Path(__file__).resolve().parent.parent
@@ -42,7 +43,9 @@ _SCRUBBED = (
     "XLA_USE_SPMD", "XLA_USE_32BIT_LONG", "XLA_USE_BF16", "XLA_DOWNCAST_BF16", "XLA_EXPERIMENTAL",
     "XLA_IR_DEBUG", "XLA_HLO_DEBUG",
     "PJRT_NEURON_COMPAT", "PJRT_NEURON_COMPAT_STRICT_NUMERICS", "PJRT_NEURON_COMPAT_REPORT",
+    "PJRT_NEURON_SIM_ENGINE",
 )
+NEWER_ENGINE = "lammps-jax-pjrt-cpu"  # the engine-jax extra's build (README, "Engine builds")
 
 WARNING = "pjrt-neuron: Trainium incompatibility: "
 NUMERIC_WARNING = "pjrt-neuron: Trainium numeric difference: "
@@ -114,6 +117,8 @@ def _jobs() -> dict:
                                    script_args=["float64", "float64-again", "int64", "clean", "--exit", "3"]),
         "jax_check_strict": _check("--strict", "--json", script=JAX_MODES, script_args=["float64", "clean"]),
         "warn_default": _direct("float64", "float64-again"),
+        "jax_constructs_newer_engine": _check("--json", script=JAX_CONSTRUCTS, PJRT_NEURON_SIM_ENGINE=NEWER_ENGINE),
+        "warn_default_newer_engine": _direct("float64", "float64-again", PJRT_NEURON_SIM_ENGINE=NEWER_ENGINE),
         "strict": _direct("float64", "clean", "int64", "int64-large", PJRT_NEURON_COMPAT="strict"),
         "warn_int64": _direct("int64", "int64-large"),
         "warn_numerics": _direct("int64", PJRT_NEURON_COMPAT_STRICT_NUMERICS="1"),
@@ -263,6 +268,29 @@ def test_jax_constructs_report_exactly_the_marked_lines(runs):
     assert report["would_fail_on_trainium"] is True
     assert report["script_exit_code"] == 0
     assert run.returncode == 1, run.describe()
+
+
+@uses("jax_constructs", "jax_constructs_newer_engine")
+def test_jax_constructs_are_found_at_the_same_lines_on_the_newer_engine(runs):
+    # Newer XLA keeps source locations in the module's stack frame index, not in each op.
+    assert config.engine_builds()[NEWER_ENGINE] is not None, "pip install '.[engine-jax]'"
+    older, newer = runs["jax_constructs"], runs["jax_constructs_newer_engine"]
+    results = newer.results()
+    assert all(results[case]["ok"] for case in [c[0] for c in JAX_FAILING] + JAX_CLEAN), newer.stdout
+    key = lambda f: (f["check"], f["source_file"], f["source_line"], f["fails_on_trainium"])  # noqa: E731
+    assert sorted(map(key, newer.report_json()["findings"])) == sorted(map(key, older.report_json()["findings"]))
+    assert newer.returncode == 1, newer.describe()
+
+
+@uses("warn_default_newer_engine")
+def test_report_lines_name_the_engine_build_that_compiled(runs):
+    run = runs["warn_default_newer_engine"]
+    assert run.returncode == 0, run.describe()
+    records = run.report_records()
+    assert [(r["program"], r["check"], r["source_file"], r["source_line"]) for r in records] == [
+        ("jit_scale64", "float64", str(JAX_MODES), line_of(JAX_MODES, "float64"))] * 2
+    assert all(r["engine"].startswith("XLA CPU (PJRT 0.") and r["engine"].endswith(", pjrt_c_api_cpu_plugin.so)")
+               for r in records), records
 
 
 @uses("jax_constructs")
@@ -550,6 +578,7 @@ def test_warn_is_the_default_and_logs_each_finding_once(runs):
     assert [(r["program"], r["check"], r["source_line"]) for r in records] == [
         ("jit_scale64", "float64", line_of(JAX_MODES, "float64"))] * 2
     assert all(r["fails_on_trainium"] is True and r["count"] >= 1 for r in records)
+    assert all(r["engine"].endswith(", xla_cpu_pjrt.so)") for r in records), records  # auto: the older build
 
 
 # ---------------------------------------------------------------- the check command

@@ -894,6 +894,10 @@ def test_ls_table(lock_dir, name, args, lnc):
     proc = run_ls(lock_dir, *args)
     assert proc.returncode == 0, proc.stderr
     header, columns, rows = _parse_table(proc.stdout)
+    engines = [line for line in header if line.startswith("simulator engine for ")]
+    assert [line.split(":")[0] for line in engines] == [f"simulator engine for {f}" for f in ("jax", "torch-xla", "capi")]
+    assert all(": xla-cpu-pjrt (" in line for line in engines), engines  # auto: the older build for all
+    header = [line for line in header if line not in engines]
     assert header == ["engine: sim (simulated NeuronCores)", f"instance-type: {name} (simulated)",
                       f"logical-neuroncore-config: {lnc or DEFAULT_LNC.get(name, 1)}",
                       f"neuroncore-generation: {INSTANCES[name][2]}"]

@@ -38,8 +38,9 @@ _SCRUBBED = (
     "PJRT_DEVICE", "CPU_NUM_DEVICES", "XLA_REGISTER_INSTALLED_PLUGINS", "NEURON_LIBRARY_PATH",
     "PJRT_NEURON_TORCH_PLUGIN", "PJRT_NEURON_INSTANCE_TYPE",
     "NEURON_RT_VISIBLE_CORES", "NEURON_RT_NUM_CORES", "JAX_PLATFORMS", "PJRT_DYNAMIC_PLUGINS",
-    "XLA_USE_SPMD", "XLA_USE_32BIT_LONG", "XLA_USE_BF16", "XLA_DOWNCAST_BF16",
+    "XLA_USE_SPMD", "XLA_USE_32BIT_LONG", "XLA_USE_BF16", "XLA_DOWNCAST_BF16", "PJRT_NEURON_SIM_ENGINE",
 )
+NEWER_ENGINE = "lammps-jax-pjrt-cpu"  # the engine-jax extra's build (README, "Engine builds")
 
 
 def _cli(what: str) -> str:
@@ -69,6 +70,9 @@ def _jobs() -> dict:
         # Longest first, so the pool finishes sooner.
         "torch_example_neuron": Job(torch_example, _env(PJRT_DEVICE="NEURON")),
         "torch_example_cpu": Job(torch_example, _env(PJRT_DEVICE="CPU", CPU_NUM_DEVICES="1")),
+        "torch_example_newer_engine": Job(torch_example, _env(PJRT_DEVICE="NEURON", PJRT_NEURON_SIM_ENGINE=NEWER_ENGINE)),
+        "neuron_runtime_newer_engine": Job(_script("neuron_runtime.py"),
+                                           _env(PJRT_DEVICE="NEURON", PJRT_NEURON_SIM_ENGINE=NEWER_ENGINE)),
         "neuron_runtime": Job(_script("neuron_runtime.py"), _env(PJRT_DEVICE="NEURON")),
         # The CPU reference also checks that PJRT_NEURON_TORCH_PLUGIN=aws hands the NEURON
         # slot to AWS's plugin through torch-xla's own entry-point registration.
@@ -276,6 +280,28 @@ def test_torch_digits_example(results):
     assert _accuracy(neuron.stdout) == _accuracy(cpu.stdout)
     # Quiet by default: its int64 labels stay within int32, so nothing changes on Trainium.
     assert "pjrt-neuron: Trainium" not in neuron.stderr, neuron.describe()
+
+
+# torch-xla compiles each program for both cores and launches it on one: on the newer build such
+# launches run a portable single-core copy (sim_engine.cc, SingleCoreCopy); before, the second hung.
+@uses("torch_example_newer_engine", "torch_example_cpu")
+def test_torch_digits_example_on_the_newer_engine_build(results):
+    neuron = results["torch_example_newer_engine"].ok()
+    cpu = results["torch_example_cpu"].ok()
+    assert re.search(r"^device: xla:0 \(NEURON\)$", neuron.stdout, flags=re.M), neuron.describe()
+    assert _epoch_losses(neuron.stdout) == _epoch_losses(cpu.stdout)
+    assert len(_epoch_losses(neuron.stdout)) == TORCH_EXAMPLE_EPOCHS
+    assert _accuracy(neuron.stdout) == _accuracy(cpu.stdout) >= 0.95
+
+
+@uses("neuron_runtime_newer_engine", "train_cpu_aws_choice")
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_optimizer_steps_and_second_core_on_the_newer_engine_build(results, optimizer):
+    out = results["neuron_runtime_newer_engine"].json()
+    neuron, cpu = out["training"][optimizer], results["train_cpu_aws_choice"].json()[optimizer]
+    assert len(neuron) == len(cpu) == 5
+    assert neuron == pytest.approx(cpu, abs=1e-5, rel=0), (neuron, cpu)
+    assert out["copy_to_dev1_equal"] is True and out["compute_on_dev1_equal"] is True
 
 
 @uses("jax_example_neuron", "jax_example_cpu")

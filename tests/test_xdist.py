@@ -81,6 +81,16 @@ def test_more_workers_than_cores_each_get_an_instance(tmp_path):
     assert records and all(r["cores"] == [0, 1] for r in records), records
 
 
+def test_a_run_started_inside_a_worker_plans_its_own_workers(tmp_path):
+    # A pytest run started from an xdist worker inherits the worker's variables; its controller
+    # must not take them as its own (it would pin every one of its workers to core 1).
+    run, records = _run_xdist(tmp_path, 2, PJRT_NEURON_INSTANCE_TYPE="trn1.2xlarge",
+                              PYTEST_XDIST_WORKER="gw1", PYTEST_XDIST_WORKER_COUNT="2")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    cores_by_worker = {r["worker"]: tuple(r["cores"]) for r in records}
+    assert sorted(cores_by_worker.values()) == [(0,), (1,)], records
+
+
 def test_turned_off_workers_collide_on_the_cores(tmp_path):
     run, _ = _run_xdist(tmp_path, 2, PJRT_NEURON_INSTANCE_TYPE="trn1.2xlarge", PJRT_NEURON_XDIST="0")
     output = run.stdout + run.stderr

@@ -26,7 +26,7 @@ const PJRT_Api* BuildApi() {
     PJRT_Api table;
     std::memset(&table, 0, sizeof(table));
     table.struct_size = PJRT_Api_STRUCT_SIZE;
-    table.extension_start = ProfilerExtension(LayoutsExtension(MemoryDescriptionsExtension(nullptr)));
+    table.extension_start = ProfilerExtension(LayoutsExtension(MemoryDescriptionsExtension(FfiExtension(nullptr))));
     table.pjrt_api_version.struct_size = PJRT_Api_Version_STRUCT_SIZE;
     table.pjrt_api_version.major_version = PJRT_API_MAJOR;
     table.pjrt_api_version.minor_version = PJRT_API_MINOR;

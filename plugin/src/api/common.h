@@ -127,6 +127,7 @@ void BindTransferManagers(PJRT_Api* api);
 PJRT_Extension_Base* ProfilerExtension(PJRT_Extension_Base* next);
 PJRT_Extension_Base* LayoutsExtension(PJRT_Extension_Base* next);
 PJRT_Extension_Base* MemoryDescriptionsExtension(PJRT_Extension_Base* next);
+PJRT_Extension_Base* FfiExtension(PJRT_Extension_Base* next);
 void BindStubs(PJRT_Api* api);
 
 }  // namespace pjrt_neuron::api

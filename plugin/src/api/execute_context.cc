@@ -1,5 +1,5 @@
-// PJRT_ExecuteContext: per-execution data for custom-call handlers. The plugin offers no FFI
-// extension (stubs.inc says why), so nothing can be attached to a context yet; a context may
+// PJRT_ExecuteContext: per-execution data for custom-call handlers. The FFI extension does not
+// forward user data yet (ffi_extension.cc), so nothing can be attached to a context; a context may
 // still be created, passed in PJRT_ExecuteOptions and destroyed, as clients do unconditionally.
 #include "api/common.h"
 #include "core/tagged.h"

@@ -144,6 +144,13 @@ std::vector<Setting> BuildTable() {
        "the simulator compiles in a helper process, so a compiler that stops its process (an internal check "
        "of XLA failing) fails that compilation with its message instead of ending the program",
        {{"1", "on, the default"}, {"0", "off: in this process, a little faster"}}, R::kPlugin},
+      // Python resolves the wheel and hands its path to the client (create option engine_library_path).
+      {Id::kSimEngine, "PJRT_NEURON_SIM_ENGINE", K::kChoice, "auto", "auto",
+       "which build of XLA's CPU engine the simulator runs (PJRT_NEURON_ENGINE_LIBRARY, when set, wins)",
+       {{"auto", "xla-cpu-pjrt for every client for now (README, Engine builds, says why); the default"},
+        {"xla-cpu-pjrt", "xla-cpu-pjrt 0.0.1 (XLA of November 2025) for every client"},
+        {"lammps-jax-pjrt-cpu", "lammps-jax-pjrt-cpu 0.11.2 (the XLA of jaxlib 0.11.2) for every client"}},
+       R::kPython},
   };
   for (size_t i = 0; i < table.size(); ++i) {
     if (static_cast<size_t>(table[i].id) != i) std::abort();  // a row out of Id order: a build mistake

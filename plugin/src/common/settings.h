@@ -81,6 +81,7 @@ enum class Id {
   kTorchFallback,
   kXdist,
   kCompileIsolation,
+  kSimEngine,
 };
 
 struct Setting {

@@ -458,7 +458,7 @@ StatusOr<std::unique_ptr<LoadedExecutable>> Client::Compile(const engine::Progra
   }
   const CacheUse cache_use = collection.empty() && cache_settings.enabled ? CacheUse::kLoadOrCompile : CacheUse::kNone;
   PN_ASSIGN_OR_RETURN(CompileOutcome outcome, CompileNormalized(target, program, normalized, cache_use, cache_settings));
-  PN_RETURN_IF_ERROR(CheckTrainiumCompatibility(program, *outcome.executable));
+  PN_RETURN_IF_ERROR(CheckTrainiumCompatibility(program, *outcome.executable, engine().description()));
   const std::string estimate_id = ReportProgramCost(program, *outcome.executable, *topology_);
   PN_ASSIGN_OR_RETURN(auto loaded, Load(std::move(outcome.executable)));
   loaded->set_record_only(!collection.empty());

@@ -37,7 +37,8 @@ std::string Location(const CompatFinding& f) {
 }
 
 // One JSON line of the report file, which `pjrt-neuron check` reads.
-std::string ReportLine(const std::string& program_name, const std::string& program_id, const CompatFinding& f) {
+std::string ReportLine(const std::string& program_name, const std::string& program_id, const CompatFinding& f,
+                       const std::string& engine) {
   json::Writer line;
   line.BeginObject()
       .Field("program", program_name)
@@ -52,6 +53,7 @@ std::string ReportLine(const std::string& program_name, const std::string& progr
       .Field("source_file", f.source_file)
       .Field("source_line", f.source_line)
       .Field("count", f.count)
+      .Field("engine", engine)
       .EndObject();
   return line.text() + "\n";
 }
@@ -71,7 +73,7 @@ bool Fatal(const CompatSettings& settings, const CompatFinding& f) {
 }  // namespace
 
 Status ReportCompatFindings(const CompatSettings& settings, const std::string& program_name,
-                            const std::vector<CompatFinding>& findings) {
+                            const std::vector<CompatFinding>& findings, const std::string& engine) {
   if (settings.mode == CompatMode::kOff || findings.empty()) return Status::Ok();
   static std::mutex mutex;
   static std::set<std::string> logged;
@@ -82,7 +84,7 @@ Status ReportCompatFindings(const CompatSettings& settings, const std::string& p
   if (!settings.report_path.empty()) {
     if (FILE* report = std::fopen(settings.report_path.c_str(), "a")) {
       for (const CompatFinding& f : findings) {
-        const std::string line = ReportLine(program_name, program_id, f);
+        const std::string line = ReportLine(program_name, program_id, f, engine);
         std::fputs(line.c_str(), report);
       }
       std::fclose(report);

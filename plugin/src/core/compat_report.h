@@ -24,7 +24,8 @@ StatusOr<CompatSettings> ReadCompatSettings();
 // Appends every finding to the report file; logs once per process those that can change what
 // the program computes on Trainium; in strict mode turns the ones neuronx-cc would reject (and,
 // with strict_numerics, every int64 narrowing) into an INVALID_ARGUMENT listing them.
+// `engine` (Engine::description()) goes on every report line: which engine build compiled it.
 Status ReportCompatFindings(const CompatSettings& settings, const std::string& program_name,
-                            const std::vector<hlo::CompatFinding>& findings);
+                            const std::vector<hlo::CompatFinding>& findings, const std::string& engine = "");
 
 }  // namespace pjrt_neuron::core

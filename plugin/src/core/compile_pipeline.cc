@@ -179,7 +179,8 @@ StatusOr<CompileOutcome> CompileNormalized(const CompileTarget& target, const en
   return outcome;
 }
 
-Status CheckTrainiumCompatibility(const engine::Program& program, engine::Executable& executable) {
+Status CheckTrainiumCompatibility(const engine::Program& program, engine::Executable& executable,
+                                  const std::string& engine_description) {
   PN_ASSIGN_OR_RETURN(CompatSettings settings, ReadCompatSettings());
   if (settings.mode == CompatMode::kOff) return Status::Ok();
   StatusOr<std::vector<hlo::CompatFinding>> findings = Status::Ok();
@@ -206,7 +207,7 @@ Status CheckTrainiumCompatibility(const engine::Program& program, engine::Execut
     finding.count = host_outputs;
     findings->push_back(finding);
   }
-  return ReportCompatFindings(settings, executable.name(), findings.value());
+  return ReportCompatFindings(settings, executable.name(), findings.value(), engine_description);
 }
 
 }  // namespace pjrt_neuron::core

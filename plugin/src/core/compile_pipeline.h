@@ -49,6 +49,7 @@ StatusOr<CompileOutcome> CompileNormalized(const CompileTarget& target, const en
 
 // What Trainium would reject in the program (torch-xla's HLO as sent, JAX's as compiled),
 // reported as PJRT_NEURON_COMPAT says.
-Status CheckTrainiumCompatibility(const engine::Program& program, engine::Executable& executable);
+Status CheckTrainiumCompatibility(const engine::Program& program, engine::Executable& executable,
+                                  const std::string& engine_description = "");
 
 }  // namespace pjrt_neuron::core

@@ -215,7 +215,10 @@ std::string WithCollectiveChannels(const std::string& module) {
   return changed ? out : module;
 }
 
-bool HasCollectives(const std::string& program, const std::string& format) {
+namespace {
+
+// Whether some instruction's opcode satisfies `wanted`; true for a format not read or a malformed module.
+bool HasOpcode(const std::string& program, const std::string& format, bool (*wanted)(const std::string&)) {
   if (format != "hlo" && format != "hlo_with_config") return true;
   const std::string module = HloModuleBytes(program, format == "hlo_with_config");
   if (module.empty()) return true;
@@ -225,11 +228,25 @@ bool HasCollectives(const std::string& program, const std::string& format) {
     bool computation_read = ForEachInstruction(computation, [&](const Field& g) {
       Instruction instruction;
       if (!ReadInstruction(g.payload, &instruction)) instructions_read = false;
-      found = found || MakesCoresMeet(instruction.opcode);
+      found = found || wanted(instruction.opcode);
     });
     return computation_read && instructions_read;
   });
   return found || !well_formed;
+}
+
+bool DependsOnItsCore(const std::string& opcode) {
+  return MakesCoresMeet(opcode) || opcode == "replica-id" || opcode == "partition-id";
+}
+
+}  // namespace
+
+bool HasCollectives(const std::string& program, const std::string& format) {
+  return HasOpcode(program, format, [](const std::string& opcode) { return MakesCoresMeet(opcode); });
+}
+
+bool RunsAlikeOnEveryCore(const std::string& program, const std::string& format) {
+  return !HasOpcode(program, format, DependsOnItsCore);
 }
 
 std::string CollectiveSignature(const std::string& program, const std::string& format, bool* matchable) {

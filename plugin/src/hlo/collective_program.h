@@ -24,6 +24,10 @@ std::string WithCollectiveChannels(const std::string& module);
 // treat the program as one whose cores meet.
 bool HasCollectives(const std::string& program, const std::string& format);
 
+// Whether the program computes the same on every core it runs on: no collective (as above) and
+// no replica-id or partition-id. False for any other format or a malformed module.
+bool RunsAlikeOnEveryCore(const std::string& program, const std::string& format);
+
 // The program's collectives in order (opcode, result shape, channel id), equal for the
 // programs of different ranks whose collectives correspond. Empty, and `matchable` false, when
 // some collective has no channel id (XLA could not match it across programs) or the module is

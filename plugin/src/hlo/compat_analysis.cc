@@ -7,7 +7,10 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include <unistd.h>
 
@@ -70,7 +73,9 @@ struct Instruction {
   std::string op_name;
   std::string source_file;
   int source_line = 0;
+  int64_t stack_frame_id = 0;  // newer XLA: the location is in the module's stack frame index
   std::string custom_call_target;
+  uint64_t custom_call_api_version = 0;
   std::string backend_config;
   std::string comparison_direction;
   std::vector<int64_t> called_computations;
@@ -90,6 +95,9 @@ void ReadMetadata(const std::string& bytes, Instruction* instruction) {
     if (f.number == fields::kMetadataSourceFile && f.wire_type == kLengthDelimited) instruction->source_file = f.payload;
     if (f.number == fields::kMetadataSourceLine && f.wire_type == kVarint) {
       instruction->source_line = static_cast<int>(f.varint);
+    }
+    if (f.number == fields::kMetadataStackFrameId && f.wire_type == kVarint) {
+      instruction->stack_frame_id = static_cast<int64_t>(f.varint);
     }
   }
 }
@@ -129,6 +137,7 @@ bool ReadInstruction(const std::string& bytes, Instruction* instruction) {
       case fields::kInstructionMetadata: ReadMetadata(f.payload, instruction); break;
       case fields::kInstructionLiteral: instruction->literal_beyond_int32 = LiteralBeyondInt32(f.payload); break;
       case fields::kInstructionCustomCallTarget: instruction->custom_call_target = f.payload; break;
+      case fields::kInstructionCustomCallApiVersion: instruction->custom_call_api_version = f.varint; break;
       case fields::kInstructionBackendConfig: instruction->backend_config = f.payload; break;
       case fields::kInstructionComparisonDirection: instruction->comparison_direction = f.payload; break;
       case fields::kInstructionId: instruction->id = static_cast<int64_t>(f.varint); break;
@@ -140,6 +149,53 @@ bool ReadInstruction(const std::string& bytes, Instruction* instruction) {
   return true;
 }
 
+// HloModuleProto.stack_frame_index: where newer XLA keeps source locations (OpMetadata
+// names a frame by id instead of carrying source_file / source_line itself).
+struct FrameIndex {
+  std::vector<std::string> file_names;
+  std::vector<std::pair<int64_t, int>> file_locations;  // (file name id, line)
+  std::vector<int64_t> frames;                          // file location id of each frame
+};
+
+void ReadFrameIndex(const std::string& bytes, FrameIndex* index) {
+  WireReader reader(bytes);
+  Field f;
+  while (!reader.done() && reader.Next(&f)) {
+    if (f.wire_type != kLengthDelimited) continue;
+    if (f.number == fields::kFrameIndexFileNames) index->file_names.push_back(f.payload);
+    if (f.number != fields::kFrameIndexFileLocations && f.number != fields::kFrameIndexStackFrames) continue;
+    const bool location = f.number == fields::kFrameIndexFileLocations;
+    const uint32_t id_field = location ? fields::kFileLocationFileNameId : fields::kStackFrameFileLocationId;
+    WireReader inner(f.payload);
+    Field g;
+    int64_t id = 0;
+    int line = 0;
+    while (!inner.done() && inner.Next(&g)) {
+      if (g.wire_type != kVarint) continue;
+      if (g.number == id_field) id = static_cast<int64_t>(g.varint);
+      if (location && g.number == fields::kFileLocationLine) line = static_cast<int>(g.varint);
+    }
+    if (location) {
+      index->file_locations.emplace_back(id, line);
+    } else {
+      index->frames.push_back(id);
+    }
+  }
+}
+
+// The innermost frame of an instruction's stack: the user's line, as source_file/line were.
+void ResolveFrame(const FrameIndex& index, Instruction* instruction) {
+  if (!instruction->source_file.empty() || instruction->stack_frame_id <= 0) return;
+  const size_t frame = static_cast<size_t>(instruction->stack_frame_id - 1);
+  if (frame >= index.frames.size()) return;
+  const int64_t location_id = index.frames[frame];
+  if (location_id <= 0 || static_cast<size_t>(location_id) > index.file_locations.size()) return;
+  const auto& [file_id, line] = index.file_locations[static_cast<size_t>(location_id - 1)];
+  if (file_id <= 0 || static_cast<size_t>(file_id) > index.file_names.size()) return;
+  instruction->source_file = index.file_names[static_cast<size_t>(file_id - 1)];
+  instruction->source_line = line;
+}
+
 struct Module {
   std::string name;
   bool is_dynamic = false;
@@ -149,10 +205,12 @@ struct Module {
 Status ReadModule(const std::string& bytes, Module* module) {
   WireReader reader(bytes);
   Field f;
+  FrameIndex frames;
   while (!reader.done()) {
     if (!reader.Next(&f)) return InvalidArgument("the program is not a valid HloModuleProto");
     if (f.number == fields::kModuleName && f.wire_type == kLengthDelimited) module->name = f.payload;
     if (f.number == fields::kModuleIsDynamic && f.wire_type == kVarint) module->is_dynamic = f.varint != 0;
+    if (f.number == fields::kModuleStackFrameIndex && f.wire_type == kLengthDelimited) ReadFrameIndex(f.payload, &frames);
     if (f.number != fields::kModuleComputations || f.wire_type != kLengthDelimited) continue;
     Computation computation;
     WireReader inner(f.payload);
@@ -167,6 +225,9 @@ Status ReadModule(const std::string& bytes, Module* module) {
       }
     }
     module->computations.push_back(std::move(computation));
+  }
+  for (Computation& computation : module->computations) {
+    for (Instruction& instruction : computation.instructions) ResolveFrame(frames, &instruction);
   }
   return Status::Ok();
 }
@@ -196,6 +257,9 @@ const Check kWhile{"data-dependent-while", "a while_loop whose trip count depend
                    "use lax.fori_loop / lax.scan with a fixed number of steps", true};
 const Check kCallback{"host-callback", "a host callback", "NeuronCores cannot call back into Python during a program",
                       "move the callback out of the jitted function", true};
+const Check kFfiCall{"ffi-call", "a call to an FFI handler (jax.ffi, or a library's custom call)",
+                     "a NeuronCore runs no host code inside a program, and neuronx-cc has none of XLA's FFI handlers",
+                     "write it with jax.numpy / lax operations, or call it outside the jitted function", true};
 const Check kIntegerDot{"integer-dot", "a matrix product of integers", "NeuronCores' matrix units multiply floating "
                         "point only", "cast the operands to float32 or bfloat16 before the dot", true};
 const Check kVariadicReduce{"variadic-reduce", "a reduction over several arrays at once (e.g. argmax/argmin)",
@@ -312,6 +376,12 @@ StatusOr<std::vector<CompatFinding>> AnalyzeHloModule(const std::string& bytes, 
         if (int64) found.Add(kInt64, i, beyond);
       }
       if (i.shape.dynamic) found.Add(kDynamic, i);
+      // Typed FFI calls only: XLA's own custom calls (Sharding, MoveToHost, ...) are older versions.
+      constexpr uint64_t kTypedFfi = 4;
+      if (i.opcode == "custom-call" && i.custom_call_api_version == kTypedFfi &&
+          i.custom_call_target.find("callback") == std::string::npos) {
+        found.Add(kFfiCall, i);
+      }
       if (!from_jax) continue;
       if (i.opcode == "conditional") found.Add(kCond, i);
       if (i.opcode == "while" && i.backend_config.find("known_trip_count") == std::string::npos) found.Add(kWhile, i);

@@ -11,6 +11,8 @@ namespace {
 
 // Field numbers in xla/pjrt/proto/compile_options.proto and xla/xla_data.proto.
 constexpr uint32_t kExecutableBuildOptionsField = 3;  // CompileOptionsProto
+constexpr uint32_t kCompilePortableExecutableField = 4;
+constexpr uint32_t kExecutableOptionsField = 2;  // ExecutableAndOptionsProto.compile_options
 constexpr uint32_t kDeviceOrdinalField = 1;           // ExecutableBuildOptionsProto
 constexpr uint32_t kNumReplicasField = 4;
 constexpr uint32_t kNumPartitionsField = 5;
@@ -178,6 +180,45 @@ void AppendOptionOverride(std::string* options, const std::string& flag, const s
   AppendBytesField(&entry, 1, flag);
   AppendBytesField(&entry, 2, value);
   AppendBytesField(options, kCompileOptionsEnvOverrides, entry);
+}
+
+std::string PortableSingleCoreOptions(const std::string& serialized_options) {
+  std::string out, build;
+  WireReader reader(serialized_options);
+  Field f;
+  while (!reader.done()) {
+    if (!reader.Next(&f)) return "";
+    if (f.number == kCompilePortableExecutableField) continue;
+    if (f.number != kExecutableBuildOptionsField || f.wire_type != kLengthDelimited) {
+      out += f.raw;
+      continue;
+    }
+    WireReader inner(f.payload);
+    Field g;
+    while (!inner.done()) {
+      if (!inner.Next(&g)) return "";
+      if (g.number == kDeviceOrdinalField || g.number == kNumReplicasField || g.number == kNumPartitionsField ||
+          g.number == kDeviceAssignmentField) {
+        continue;
+      }
+      build += g.raw;
+    }
+  }
+  AppendVarintField(&build, kNumReplicasField, 1);
+  AppendVarintField(&build, kNumPartitionsField, 1);
+  AppendBytesField(&out, kExecutableBuildOptionsField, build);
+  AppendVarintField(&out, kCompilePortableExecutableField, 1);
+  return out;
+}
+
+std::string CompileOptionsOfSerializedExecutable(const std::string& serialized_executable) {
+  WireReader reader(serialized_executable);
+  Field f;
+  std::string options;
+  while (!reader.done() && reader.Next(&f)) {
+    if (f.number == kExecutableOptionsField && f.wire_type == kLengthDelimited) options = f.payload;
+  }
+  return options;
 }
 
 }  // namespace pjrt_neuron::hlo

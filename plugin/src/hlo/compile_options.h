@@ -35,6 +35,15 @@ StatusOr<std::string> NormalizeCompileOptions(const std::string& serialized_opti
 // last entry of a flag wins.
 void AppendOptionOverride(std::string* options, const std::string& flag, const std::string* text, bool flag_value);
 
+// The options of a portable single-core copy of a program compiled with `serialized_options`:
+// one replica, one partition, no device placement, compile_portable_executable set (it then runs
+// on whichever core a launch names); every other field kept. Empty when malformed.
+std::string PortableSingleCoreOptions(const std::string& serialized_options);
+
+// The CompileOptionsProto inside an XLA CPU serialized executable (ExecutableAndOptionsProto
+// field 2); empty when there is none.
+std::string CompileOptionsOfSerializedExecutable(const std::string& serialized_executable);
+
 // Rewrites the ids in a serialized xla.DeviceAssignmentProto.
 StatusOr<std::string> MapDeviceAssignment(const std::string& serialized_assignment, const DeviceIdMap& map);
 

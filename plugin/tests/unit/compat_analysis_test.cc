@@ -179,6 +179,45 @@ TEST(AnalyzeHloModule, ReadsAModuleWithoutConfig) {
   EXPECT_EQ(Located(Analyze(module, /*with_config=*/false, true)), Located(AnalyzeJax("jax_complex.pb")));
 }
 
+// Newer XLA (lammps-jax-pjrt-cpu 0.11.2's) leaves OpMetadata's source_file / source_line empty
+// and names a frame of the module's StackFrameIndexProto (stack_frame_id 15, index field 17).
+TEST(AnalyzeHloModule, LocatesThroughTheStackFrameIndex) {
+  auto frame_at = [](const std::string& op_name, uint64_t frame_id) {
+    std::string metadata, field;
+    AppendBytesField(&metadata, 2, op_name);    // op_name
+    AppendVarintField(&metadata, 15, frame_id);  // stack_frame_id
+    AppendBytesField(&field, proto::kInstructionMetadata, metadata);
+    return field;
+  };
+  auto message = [](std::initializer_list<std::pair<uint32_t, uint64_t>> fields) {
+    std::string out;
+    for (const auto& [number, value] : fields) AppendVarintField(&out, number, value);
+    return out;
+  };
+  std::string index;
+  AppendBytesField(&index, 1, "train.py");                             // file_names[1]
+  AppendBytesField(&index, 1, "model.py");                             // file_names[2]
+  AppendBytesField(&index, 2, "<module>");                             // function_names[1]
+  AppendBytesField(&index, 3, message({{1, 1}, {2, 1}, {3, 40}}));     // file_locations[1]: train.py:40
+  AppendBytesField(&index, 3, message({{1, 2}, {2, 1}, {3, 7}, {4, 3}}));  // file_locations[2]: model.py:7
+  AppendBytesField(&index, 4, message({{1, 1}}));                      // stack_frames[1]: train.py:40
+  AppendBytesField(&index, 4, message({{1, 2}, {2, 1}}));              // stack_frames[2]: model.py:7, called from 1
+  const std::string f64 = ArrayShape(kF64, {2});
+  std::string module = MakeModule({MakeComputation(
+      1, {MakeInstruction(1, "parameter", f64), MakeInstruction(2, "negate", f64, {1}, frame_at("neg", 2)),
+          MakeInstruction(3, "exponential", f64, {2}, frame_at("exp", 1)),
+          MakeInstruction(4, "negate", f64, {3}, frame_at("bad", 9))},  // no such frame: unlocated
+      4)});
+  AppendBytesField(&module, 17, index);  // after the computations, as XLA writes it
+  const std::vector<CompatFinding> findings = Analyze(module, false, true);
+  ASSERT_EQ(findings.size(), 2u);
+  EXPECT_EQ(findings[0].source_file, "model.py");  // the innermost frame: the user's line
+  EXPECT_EQ(findings[0].source_line, 7);
+  EXPECT_EQ(findings[0].op_name, "neg");
+  EXPECT_EQ(findings[1].source_file, "train.py");
+  EXPECT_EQ(findings[1].source_line, 40);
+}
+
 TEST(AnalyzeHloModule, TypesAreReportedWhereComputedNotWherePassed) {
   const std::string f64 = ArrayShape(kF64, {2});
   const std::string pair = TupleShape({f64, f64});

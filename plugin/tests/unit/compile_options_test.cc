@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hlo/wire_format.h"
@@ -482,6 +483,50 @@ TEST(NormalizeCompileOptions, DamagedJaxlibOptionsNeverCrash) {
     }
   }
   EXPECT_GT(rejected, 0);
+}
+
+// ---------------------------------------------------------------- portable single-core copies
+
+TEST(PortableSingleCoreOptions, OneCoreNoPlacementPortableAndTheRestKept) {
+  std::string build = Counts(2, 1);
+  AppendVarintField(&build, kDeviceOrdinal, 1);
+  AppendBytesField(&build, kDeviceAssignment, AssignmentProto({{0, 1}}));
+  AppendBytesField(&build, kDebugOptions, "\x08\x01");
+  std::string options = Options(build);
+  AppendVarintField(&options, 2, 1);      // parameter_is_tupled_arguments, kept
+  AppendVarintField(&options, 4, 0);      // compile_portable_executable, replaced
+  AppendBytesField(&options, 7, "flag");  // env_option_overrides, kept
+  const std::string portable = PortableSingleCoreOptions(options);
+  const BuildOptions b = ReadBuildOptions(portable);
+  EXPECT_EQ(b.num_replicas, 1);
+  EXPECT_EQ(b.num_partitions, 1);
+  EXPECT_FALSE(b.device_ordinal.has_value());
+  EXPECT_FALSE(b.device_assignment.has_value());
+  EXPECT_EQ(b.debug_options, std::string("\x08\x01"));
+  std::vector<std::pair<uint32_t, uint64_t>> varints;
+  std::string overrides;
+  WireReader reader(portable);
+  Field f;
+  while (!reader.done() && reader.Next(&f)) {
+    if (f.wire_type == kVarint) varints.emplace_back(f.number, f.varint);
+    if (f.number == 7) overrides = f.payload;
+  }
+  EXPECT_EQ(varints, (std::vector<std::pair<uint32_t, uint64_t>>{{2, 1}, {4, 1}}));
+  EXPECT_EQ(overrides, "flag");
+}
+
+TEST(PortableSingleCoreOptions, MalformedOptionsGiveNothing) {
+  EXPECT_EQ(PortableSingleCoreOptions(std::string("\x1a\x05\x20", 3)), "");
+  EXPECT_NE(PortableSingleCoreOptions(""), "");  // no options: the defaults, made portable
+}
+
+TEST(CompileOptionsOfSerializedExecutable, ReadsFieldTwo) {
+  const std::string options = Options(Counts(2, 1));
+  std::string executable;
+  AppendBytesField(&executable, 1, "object code");
+  AppendBytesField(&executable, 2, options);
+  EXPECT_EQ(CompileOptionsOfSerializedExecutable(executable), options);
+  EXPECT_EQ(CompileOptionsOfSerializedExecutable("\x0a\x01x"), "");
 }
 
 }  // namespace

@@ -71,5 +71,24 @@ TEST(HasCollectives, WhatCannotBeReadMayHaveCollectives) {
   EXPECT_TRUE(HasCollectives(std::string(), "hlo_with_config"));            // no module inside
 }
 
+TEST(RunsAlikeOnEveryCore, NoCollectiveNorCoreIdRunsAlike) {
+  const std::string module = ModuleOf({{{"p", "parameter"}, {"add.1", "add"}}});
+  EXPECT_TRUE(RunsAlikeOnEveryCore(module, "hlo"));
+  EXPECT_TRUE(RunsAlikeOnEveryCore(WithConfig(module), "hlo_with_config"));
+}
+
+TEST(RunsAlikeOnEveryCore, ReplicaOrPartitionIdOrACollectiveDoesNot) {
+  for (const char* opcode : {"replica-id", "partition-id", "all-reduce", "collective-permute-start"}) {
+    const std::string module = ModuleOf({{{"p", "parameter"}}, {{"fused", "add"}, {"id", opcode}}});
+    EXPECT_FALSE(RunsAlikeOnEveryCore(module, "hlo")) << opcode;
+  }
+  EXPECT_FALSE(HasCollectives(ModuleOf({{{"id", "replica-id"}}}), "hlo"));  // not a collective itself
+}
+
+TEST(RunsAlikeOnEveryCore, WhatCannotBeReadDoesNot) {
+  EXPECT_FALSE(RunsAlikeOnEveryCore("module @m {}", "mlir"));
+  EXPECT_FALSE(RunsAlikeOnEveryCore(std::string("\x1a\x05\x12", 3), "hlo"));
+}
+
 }  // namespace
 }  // namespace pjrt_neuron::hlo

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -23,7 +24,9 @@
 #include "common/settings.h"
 #include "common/tool_process.h"
 #include "engine/sim/compile_helper.h"
+#include "engine/sim/ffi_handlers.h"
 #include "engine/sim/sim_engine.h"
+#include "hlo/collective_program.h"
 #include "hlo/compile_options.h"
 #include "hlo/hlo_fields.h"
 #include "hlo/output_placement.h"
@@ -268,20 +271,14 @@ Attributes ToAttributes(const PJRT_NamedValue* values, size_t count) {
 
 std::string DefaultLibraryPath();
 
-// Loads and initialises the engine library once per process; later calls reuse it.
+// Loads and initialises each engine library once per process; later calls reuse it. Several
+// builds may be loaded at once (JAX's client on one, torch-xla's on another: config.py).
 StatusOr<const PJRT_Api*> LoadApi(const std::string& requested_path) {
   static std::mutex mutex;
-  static std::string loaded_path;
-  static const PJRT_Api* loaded_api = nullptr;
+  static std::map<std::string, const PJRT_Api*> loaded;
   std::lock_guard<std::mutex> lock(mutex);
   std::string path = requested_path.empty() ? DefaultLibraryPath() : requested_path;
-  if (loaded_api != nullptr) {
-    if (path != loaded_path) {
-      return FailedPrecondition("the simulator engine is already loaded from '" + loaded_path +
-                                "'; cannot also load '" + path + "'");
-    }
-    return loaded_api;
-  }
+  if (auto it = loaded.find(path); it != loaded.end()) return it->second;
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* why = dlerror();
@@ -300,8 +297,8 @@ StatusOr<const PJRT_Api*> LoadApi(const std::string& requested_path) {
   }
   INNER_ARGS(PJRT_Plugin_Initialize_Args, init);
   PN_RETURN_IF_ERROR(TakeError(api, api->PJRT_Plugin_Initialize(&init)));
-  loaded_api = api;
-  loaded_path = path;
+  loaded[path] = api;
+  PN_RETURN_IF_ERROR(sim::AdoptFfiHandlers(api));
   return api;
 }
 
@@ -684,6 +681,14 @@ class SimExecutable : public Executable {
   Status Execute(const ArgumentTable& args, const ExecuteOptions& options, int only_core,
                  ExecuteResult* result) override;
 
+  // Newer engine builds hold every launch of a program of several cores until all its cores have
+  // launched it (a per-launch barrier); a launch on one core (torch-xla's execute_device) never
+  // fills it, and the engine's next launch never starts. Such launches of a program that computes
+  // alike on every core run this copy instead: the same code loaded as a portable single-core
+  // executable. Null when the program has collectives (its cores must meet) or reads its replica
+  // or partition id (the copy would be replica 0 everywhere), or when the copy cannot be made.
+  SimExecutable* SingleCoreCopy();
+
   void Delete() override {
     INNER_ARGS(PJRT_LoadedExecutable_Delete_Args, args);
     args.executable = loaded_;
@@ -713,6 +718,9 @@ class SimExecutable : public Executable {
   std::mutex memory_stats_mutex_;
   bool memory_stats_computed_ = false;
   StatusOr<CompiledMemoryStats> memory_stats_ = Status::Ok();
+  std::mutex single_core_mutex_;
+  bool single_core_tried_ = false;
+  std::unique_ptr<Executable> single_core_;
 };
 
 class SimEngine : public Engine {
@@ -787,6 +795,7 @@ class SimEngine : public Engine {
       PN_ASSIGN_OR_RETURN(bool isolate, settings::Flag(settings::Id::kCompileIsolation));
       if (isolate) helper_ = std::make_unique<CompileHelper>(options);
     }
+    library_name_ = options.library_path.substr(options.library_path.find_last_of('/') + 1);
     version_ = std::to_string(api_->pjrt_api_version.major_version) + "." +
                std::to_string(api_->pjrt_api_version.minor_version);
     return Status::Ok();
@@ -794,6 +803,12 @@ class SimEngine : public Engine {
 
   const PJRT_Api* api() { return api_; }
   PJRT_Device* device(int core) { return devices_.at(core); }
+  // Whether a launch of a multi-core program waits for all its cores (SimExecutable::SingleCoreCopy):
+  // not on PJRT 0.81 (xla-cpu-pjrt 0.0.1), so on PJRT 0.115 (lammps-jax-pjrt-cpu 0.11.2).
+  bool gates_multi_core_launches() const { return api_->pjrt_api_version.minor_version >= 100; }
+  // Measured: PJRT 0.81 (xla-cpu-pjrt 0.0.1) accepts FFI handlers and its compiler never finds
+  // them; PJRT 0.115 (lammps-jax-pjrt-cpu 0.11.2) runs them.
+  bool runs_ffi_handlers() const { return api_->pjrt_api_version.minor_version >= 100; }
   StatusOr<PJRT_Memory*> memory(int core, const std::string& kind) {
     for (const auto& [memory_kind, memory] : memories_.at(core)) {
       if (memory_kind == kind) return memory;
@@ -818,7 +833,8 @@ class SimEngine : public Engine {
     return std::make_unique<SimBuffer>(this, buffer, outputs, index, core);
   }
 
-  std::string description() override { return "XLA CPU (PJRT " + version_ + ")"; }
+  // The file name tells the engine builds apart (xla_cpu_pjrt.so, pjrt_c_api_cpu_plugin.so).
+  std::string description() override { return "XLA CPU (PJRT " + version_ + ", " + library_name_ + ")"; }
   int num_cores() override { return static_cast<int>(devices_.size()); }
   Native<PJRT_Client> NativeClient() override { return {api_, client_}; }
 
@@ -885,7 +901,8 @@ class SimEngine : public Engine {
   }
 
   StatusOr<std::unique_ptr<Executable>> Compile(const Program& program, const std::string& options) override {
-    if (helper_ != nullptr && !helper_->cannot_start()) {
+    // A registered FFI handler's code is in this process only, out of the helper's reach.
+    if (helper_ != nullptr && !helper_->cannot_start() && !sim::HasFfiHandlers()) {
       auto serialized = helper_->Compile(program, options);
       if (serialized.ok()) return Deserialize(serialized.value(), nullptr);
       if (!helper_->cannot_start()) return serialized.status();
@@ -896,6 +913,12 @@ class SimEngine : public Engine {
     if (!compiled.ok() && compiled.message().find(hlo::kAnnotateDevicePlacement) != std::string::npos &&
         program.format != "hlo") {
       return CompileWithOutputPlacements(program, options, compiled);
+    }
+    if (!compiled.ok() && compiled.message().find("No FFI handler registered") != std::string::npos &&
+        !runs_ffi_handlers()) {
+      return Status(compiled.code(), compiled.message() + "; the simulator engine build " + library_name_ +
+                                         " does not run FFI handlers, the newer build does: "
+                                         "PJRT_NEURON_SIM_ENGINE=lammps-jax-pjrt-cpu");
     }
     PN_RETURN_IF_ERROR(compiled);
     return Finish(loaded);
@@ -1046,6 +1069,7 @@ class SimEngine : public Engine {
   std::vector<PJRT_Device*> devices_;
   std::vector<std::vector<std::pair<std::string, PJRT_Memory*>>> memories_;  // [core] -> (kind, memory)
   std::string version_;
+  std::string library_name_;
   std::unique_ptr<CompileHelper> helper_;  // null: compiles in this process
 
   // Once per engine: compiling goes on in this process, without the helper's protection.
@@ -1245,8 +1269,28 @@ StatusOr<std::unique_ptr<TransferManager>> SimEngine::CreateTransferManager(int 
   return std::unique_ptr<TransferManager>(new SimTransferManager(this, args.transfer_manager, shapes.size()));
 }
 
+SimExecutable* SimExecutable::SingleCoreCopy() {
+  std::lock_guard<std::mutex> lock(single_core_mutex_);
+  if (single_core_tried_) return static_cast<SimExecutable*>(single_core_.get());
+  single_core_tried_ = true;
+  auto program = OptimizedProgram();
+  if (!program.ok() || !hlo::RunsAlikeOnEveryCore(program->code, program->format)) return nullptr;
+  auto bytes = EngineBytes();
+  if (!bytes.ok()) return nullptr;
+  const std::string options = hlo::PortableSingleCoreOptions(hlo::CompileOptionsOfSerializedExecutable(*bytes));
+  if (options.empty()) return nullptr;
+  auto copy = engine_->Deserialize(*bytes, &options);
+  if (!copy.ok()) return nullptr;
+  single_core_ = std::move(copy.value());
+  return static_cast<SimExecutable*>(single_core_.get());
+}
+
 Status SimExecutable::Execute(const ArgumentTable& args, const ExecuteOptions& options, int only_core,
                               ExecuteResult* result) {
+  if (only_core >= 0 && num_replicas_ * num_partitions_ > 1 && host_outputs_.empty() &&
+      engine_->gates_multi_core_launches()) {
+    if (SimExecutable* copy = SingleCoreCopy()) return copy->Execute(args, options, only_core, result);
+  }
   const size_t num_devices = args.size();
   const size_t num_args = num_devices == 0 ? 0 : args[0].size();
   const size_t num_outputs = outputs_->shapes.size();
