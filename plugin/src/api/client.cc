@@ -8,17 +8,12 @@ namespace {
 
 StatusOr<core::Client*> UnwrapClient(PJRT_Client* client) { return Unwrap<core::Client>(client, "client"); }
 
-// The caller's errors are made by us (PJRT_CallbackError), so they are ours to read and free.
+// Errors for the caller's callbacks to return (TakeCallerError reads them, and errors of the
+// caller's own making).
 PJRT_Error* CallbackError(PJRT_Error_Code code, const char* message, size_t message_size) {
-  return new PJRT_Error{Status(static_cast<ErrorCode>(code), std::string(message, message_size))};
+  return new PJRT_Error(Status(static_cast<ErrorCode>(code), std::string(message, message_size)));
 }
 
-Status TakeCallbackError(PJRT_Error* error, const std::string& what) {
-  if (error == nullptr) return Status::Ok();
-  Status status(error->status.code(), what + ": " + error->status.message());
-  delete error;
-  return status;
-}
 
 // The key-value store of PJRT_Client_Create's callbacks (JAX's distributed service).
 class CallbackKeyValueStore : public engine::KeyValueStore {
@@ -35,7 +30,7 @@ class CallbackKeyValueStore : public engine::KeyValueStore {
     args.timeout_in_ms = timeout_ms;
     args.callback_error = &make_error;
     args.user_arg = get_arg_;
-    PN_RETURN_IF_ERROR(TakeCallbackError(get_(&args), "the key-value store's get of '" + key + "'"));
+    PN_RETURN_IF_ERROR(TakeCallerError(get_(&args), "the key-value store's get of '" + key + "'"));
     std::string value(args.value != nullptr ? args.value : "", args.value != nullptr ? args.value_size : 0);
     if (args.value != nullptr && args.value_deleter_callback != nullptr) args.value_deleter_callback(args.value);
     return value;
@@ -51,7 +46,7 @@ class CallbackKeyValueStore : public engine::KeyValueStore {
     args.value_size = value.size();
     args.callback_error = &make_error;
     args.user_arg = put_arg_;
-    return TakeCallbackError(put_(&args), "the key-value store's put of '" + key + "'");
+    return TakeCallerError(put_(&args), "the key-value store's put of '" + key + "'");
   }
 
  private:

@@ -8,10 +8,13 @@ namespace pjrt_neuron::api {
 
 PJRT_Error* MakeError(const Status& status) {
   if (status.ok()) return nullptr;
-  return new (std::nothrow) PJRT_Error{status};
+  return new (std::nothrow) PJRT_Error(status);
 }
 
-PJRT_Error* ErrorFrom(const char* function, const Status& status) { return MakeError(status.WithContext(function)); }
+PJRT_Error* ErrorFrom(const char* function, const Status& status) {
+  if (status.ok()) return nullptr;
+  return new (std::nothrow) PJRT_Error(status.WithContext(function), function);
+}
 
 PJRT_Error* ErrorFromCurrentException(const char* function) {
   try {

@@ -17,10 +17,16 @@
 #include "common/status.h"
 #include "core/core.h"
 #include "pjrt_c_api.h"
+#include "api/newer_c_api.h"
 #include "api/view_cache.h"
 
+// Led by its function table, as callers of 0.112 and later read it; older callers see an opaque
+// object and go through PJRT_Api.
 struct PJRT_Error {
+  explicit PJRT_Error(pjrt_neuron::Status status, const char* function = nullptr);
+  const PJRT_Error_FunctionTable* function_table;
   pjrt_neuron::Status status;
+  const char* function;  // the entry point that failed (a payload), or null
 };
 
 namespace pjrt_neuron::api {
@@ -31,6 +37,9 @@ PJRT_Error* MakeError(const Status& status);
 // same for a stray C++ exception (called inside a catch block).
 PJRT_Error* ErrorFrom(const char* function, const Status& status);
 PJRT_Error* ErrorFromCurrentException(const char* function);
+
+// Reads and frees an error a caller's callback returned (null: no error), prefixing `what`.
+Status TakeCallerError(PJRT_Error* error, const std::string& what);
 
 // Runs an entry point body; turns its Status (or a stray C++ exception) into a PJRT_Error.
 // A template, so the body is inlined: every call of every entry point takes this path.
@@ -129,6 +138,14 @@ PJRT_Extension_Base* LayoutsExtension(PJRT_Extension_Base* next);
 PJRT_Extension_Base* MemoryDescriptionsExtension(PJRT_Extension_Base* next);
 PJRT_Extension_Base* FfiExtension(PJRT_Extension_Base* next);
 void BindStubs(PJRT_Api* api);
+// The entries of PJRT_Api_Newer past the 0.81 table.
+void BindNewerErrors(PJRT_Api_Newer* api);
+void BindNewerDevices(PJRT_Api_Newer* api);
+void BindNewerTopology(PJRT_Api_Newer* api);
+void BindNewerLoadedExecutables(PJRT_Api_Newer* api);
+void BindNewerStubs(PJRT_Api_Newer* api);
+// The table that leads every PJRT_Memory handed out.
+const PJRT_Memory_FunctionTable* MemoryFunctionTable();
 
 }  // namespace pjrt_neuron::api
 

@@ -130,7 +130,33 @@ PN_ENTRY(Device_MemoryStats) {
   return Status::Ok();
 }
 
+// The device's attributes are its description's; nothing is allocated for the caller to free.
+PN_ENTRY(Device_GetAttributes) {
+  PN_REQUIRE_ARGS(args, PJRT_Device_GetAttributes_Args, num_attributes);
+  PN_ASSIGN_OR_RETURN(core::Device * device, UnwrapDevice(args->device));
+  const NamedValues& values = AttributeViews(device->description());
+  args->attributes = values.data();
+  args->num_attributes = values.size();
+  if (PN_HAS(args, PJRT_Device_GetAttributes_Args, attributes_deleter)) {
+    args->device_attributes = nullptr;
+    args->attributes_deleter = [](PJRT_Device_Attributes*) {};
+  }
+  return Status::Ok();
+}
+
+PN_ENTRY(Device_ClearMemoryStats) {
+  PN_REQUIRE_ARGS(args, PJRT_Device_ClearMemoryStats_Args, device);
+  PN_ASSIGN_OR_RETURN(core::Device * device, UnwrapDevice(args->device));
+  device->ResetPeak();
+  return Status::Ok();
+}
+
 }  // namespace
+
+void BindNewerDevices(PJRT_Api_Newer* api) {
+  api->PJRT_Device_GetAttributes = Device_GetAttributes;
+  api->PJRT_Device_ClearMemoryStats = Device_ClearMemoryStats;
+}
 
 void BindDevices(PJRT_Api* api) {
   api->PJRT_DeviceDescription_Id = DeviceDescription_Id;

@@ -69,6 +69,16 @@ PN_ENTRY(LoadedExecutable_GetDeviceAssignment) {
   return Status::Ok();
 }
 
+PN_ENTRY(LoadedExecutable_AddressableDeviceLogicalIds) {
+  PN_REQUIRE_ARGS(args, PJRT_LoadedExecutable_AddressableDeviceLogicalIds_Args, num_addressable_device_logical_ids);
+  PN_ASSIGN_OR_RETURN(core::LoadedExecutable * loaded, UnwrapLoaded(args->executable));
+  PN_ASSIGN_OR_RETURN(const auto* ids, loaded->AddressableLogicalIds());
+  static_assert(sizeof(core::LoadedExecutable::LogicalId) == sizeof(PJRT_LogicalDeviceIds), "same layout");
+  args->addressable_device_logical_ids = reinterpret_cast<const PJRT_LogicalDeviceIds*>(ids->data());
+  args->num_addressable_device_logical_ids = ids->size();
+  return Status::Ok();
+}
+
 // Reads the options an older caller may have sent shorter; absent fields keep defaults.
 StatusOr<engine::ExecuteOptions> ReadExecuteOptions(const PJRT_ExecuteOptions* options) {
   engine::ExecuteOptions out;
@@ -132,6 +142,10 @@ PN_ENTRY(LoadedExecutable_Execute) {
 }
 
 }  // namespace
+
+void BindNewerLoadedExecutables(PJRT_Api_Newer* api) {
+  api->PJRT_LoadedExecutable_AddressableDeviceLogicalIds = LoadedExecutable_AddressableDeviceLogicalIds;
+}
 
 void BindLoadedExecutables(PJRT_Api* api) {
   api->PJRT_LoadedExecutable_Destroy = LoadedExecutable_Destroy;

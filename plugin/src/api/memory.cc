@@ -54,7 +54,25 @@ PN_ENTRY(Memory_AddressableByDevices) {
   return Status::Ok();
 }
 
+// Called directly by callers of 0.112 and later, with no way to report an error: a handle that
+// is not a live memory reads as holding nothing and keeps nothing.
+void* GetUserData(PJRT_Memory* handle, const void* key) {
+  core::Memory* memory = reinterpret_cast<core::Memory*>(handle);
+  return core::IsLiveHandle(memory) ? memory->user_data(key) : nullptr;
+}
+
+void SetUserData(PJRT_Memory* handle, const void* key, void* data, void (*destructor)(void*)) {
+  core::Memory* memory = reinterpret_cast<core::Memory*>(handle);
+  if (core::IsLiveHandle(memory)) memory->set_user_data(key, data, destructor);
+}
+
+constexpr PJRT_Memory_FunctionTable kMemoryFunctionTable = {
+    PJRT_Memory_FunctionTable_STRUCT_SIZE, nullptr, sizeof(void*), GetUserData, SetUserData,
+};
+
 }  // namespace
+
+const PJRT_Memory_FunctionTable* MemoryFunctionTable() { return &kMemoryFunctionTable; }
 
 void BindMemories(PJRT_Api* api) {
   api->PJRT_Memory_Id = Memory_Id;

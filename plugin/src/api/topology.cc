@@ -92,6 +92,33 @@ PN_ENTRY(TopologyDescription_Deserialize) {
   return Status::Ok();
 }
 
+// Equal for topologies that compile alike: the same instance shape and plugin version.
+PN_ENTRY(TopologyDescription_Fingerprint) {
+  PN_REQUIRE_ARGS(args, PJRT_TopologyDescription_Fingerprint_Args, fingerprint);
+  PN_ASSIGN_OR_RETURN(core::Topology * topology, UnwrapTopology(args->topology));
+  uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a
+  for (unsigned char byte : core::SerializeTopology(*topology) + '\n' + PluginVersion()) {
+    hash = (hash ^ byte) * 0x100000001b3ull;
+  }
+  args->fingerprint = hash;
+  return Status::Ok();
+}
+
+PN_ENTRY(TopologyDescription_GetMemorySpaceKindIds) {
+  PN_REQUIRE_ARGS(args, PJRT_TopologyDescription_GetMemorySpaceKindIds_Args, num_memory_space_kind_ids);
+  PN_ASSIGN_OR_RETURN(core::Topology * topology, UnwrapTopology(args->topology));
+  (void)topology;
+  // Every core has one memory of each kind, numbered by its place in the list.
+  static const std::vector<int> kKindIds = [] {
+    std::vector<int> ids;
+    for (size_t i = 0; i < std::size(engine::Engine::kMemoryKinds); ++i) ids.push_back(static_cast<int>(i));
+    return ids;
+  }();
+  args->memory_space_kind_ids = kKindIds.data();
+  args->num_memory_space_kind_ids = kKindIds.size();
+  return Status::Ok();
+}
+
 // Ahead-of-time: compiles for the topology's cores without claiming them.
 PN_ENTRY(Compile) {
   PN_REQUIRE_ARGS(args, PJRT_Compile_Args, executable);
@@ -107,6 +134,11 @@ PN_ENTRY(Compile) {
 }
 
 }  // namespace
+
+void BindNewerTopology(PJRT_Api_Newer* api) {
+  api->PJRT_TopologyDescription_Fingerprint = TopologyDescription_Fingerprint;
+  api->PJRT_TopologyDescription_GetMemorySpaceKindIds = TopologyDescription_GetMemorySpaceKindIds;
+}
 
 void BindTopology(PJRT_Api* api) {
   api->PJRT_TopologyDescription_Serialize = TopologyDescription_Serialize;

@@ -2,13 +2,54 @@
 #include "core/device.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <type_traits>
 
 #include "core/sizes.h"
 
 namespace pjrt_neuron::core {
 
+namespace {
+std::atomic<const void*> handle_function_table{nullptr};
+}  // namespace
+
+void Memory::SetHandleFunctionTable(const void* table) { handle_function_table.store(table); }
+
+Memory::~Memory() {
+  for (UserData& entry : user_data_) {
+    if (entry.destructor != nullptr) entry.destructor(entry.data);
+  }
+}
+
+void* Memory::user_data(const void* key) const {
+  std::lock_guard<std::mutex> lock(user_data_mutex_);
+  for (const UserData& entry : user_data_) {
+    if (entry.key == key) return entry.data;
+  }
+  return nullptr;
+}
+
+void Memory::set_user_data(const void* key, void* data, void (*destructor)(void*)) {
+  UserData replaced{nullptr, nullptr, nullptr};
+  {
+    std::lock_guard<std::mutex> lock(user_data_mutex_);
+    auto it = std::find_if(user_data_.begin(), user_data_.end(), [&](const UserData& e) { return e.key == key; });
+    if (it != user_data_.end()) {
+      replaced = *it;
+      user_data_.erase(it);
+    }
+    if (data != nullptr) user_data_.push_back({key, data, destructor});
+  }
+  // Outside the lock: a destructor may call back into this memory.
+  if (replaced.destructor != nullptr && replaced.data != data) replaced.destructor(replaced.data);
+}
+
 Memory::Memory(int id, std::string kind, int kind_id, Device* device)
-    : id_(id), kind_(std::move(kind)), kind_id_(kind_id), device_(device) {
+    : handle_function_table_(handle_function_table.load()),
+      id_(id), kind_(std::move(kind)), kind_id_(kind_id), device_(device) {
+  static_assert(std::is_standard_layout_v<Memory>, "the handle is the object's address");
+  static_assert(offsetof(Memory, handle_function_table_) == 0, "the function table leads the handle");
   to_string_ = "NeuronMemory(id=" + std::to_string(id_) + ", kind=" + kind_ + ", core=" +
                std::to_string(device->id()) + ")";
   debug_string_ = kind_ + " memory of NeuronCore " + std::to_string(device->id()) +
@@ -31,6 +72,11 @@ Memory* Device::memory_of_kind(const std::string& kind) const {
     if (m->kind() == kind) return m;
   }
   return nullptr;
+}
+
+void Device::ResetPeak() {
+  std::lock_guard<SpinLock> lock(stats_mutex_);
+  stats_.peak_bytes_in_use = stats_.bytes_in_use;
 }
 
 MemoryStats Device::memory_stats() const {

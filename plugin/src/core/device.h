@@ -21,7 +21,14 @@ class Device;
 
 class Memory : public Tagged<0x4e4d454d> {
  public:
+  // Set once by the C API layer before any client exists: the table that leads every memory, for
+  // callers of PJRT 0.112 and later, which call through it directly.
+  static void SetHandleFunctionTable(const void* table);
+
   Memory(int id, std::string kind, int kind_id, Device* device);
+  ~Memory();
+  Memory(const Memory&) = delete;
+  Memory& operator=(const Memory&) = delete;
   bool is_hbm() const { return kind_id_ == 0; }  // only HBM counts against the core's limit
   int id() const { return id_; }
   const std::string& kind() const { return kind_; }
@@ -31,7 +38,19 @@ class Memory : public Tagged<0x4e4d454d> {
   const std::string& to_string() const { return to_string_; }
   const std::string& debug_string() const { return debug_string_; }
 
+  // A caller's data kept under its key until replaced or the memory goes (then `destructor` runs).
+  void* user_data(const void* key) const;
+  void set_user_data(const void* key, void* data, void (*destructor)(void*));
+
  private:
+  struct UserData {
+    const void* key;
+    void* data;
+    void (*destructor)(void*);
+  };
+  const void* handle_function_table_;  // first, where PJRT 0.112 callers look for it
+  mutable std::mutex user_data_mutex_;
+  std::vector<UserData> user_data_;
   int id_;
   std::string kind_;
   int kind_id_;
@@ -71,6 +90,8 @@ class Device : public Tagged<0x4e444556> {
   Status CheckFits(int64_t bytes, std::string_view purpose) const;
   // Counts transient memory (an execution's temporaries) in the peak only.
   void NotePeak(int64_t transient_bytes);
+  // Starts the peak over from what is in use now.
+  void ResetPeak();
   void Release(int64_t bytes);
 
  private:

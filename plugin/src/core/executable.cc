@@ -1,6 +1,8 @@
 // Executables: serialisation, device assignments, and execution with HBM checked first.
 #include "core/executable.h"
 
+#include <algorithm>
+
 #include "core/client.h"
 #include "core/estimate_report.h"
 #include "core/profiler.h"
@@ -19,6 +21,30 @@ StatusOr<std::string> LoadedExecutable::SerializedDeviceAssignment() {
   PN_ASSIGN_OR_RETURN(std::string engine_bytes, engine_executable().SerializedDeviceAssignment());
   Client* client = client_;
   return hlo::MapDeviceAssignment(engine_bytes, [client](int64_t core) { return client->DeviceIdOf(core); });
+}
+
+StatusOr<const std::vector<LoadedExecutable::LogicalId>*> LoadedExecutable::AddressableLogicalIds() {
+  std::lock_guard<std::mutex> lock(logical_ids_mutex_);
+  if (logical_ids_ != nullptr) return logical_ids_.get();
+  PN_ASSIGN_OR_RETURN(std::string assignment, SerializedDeviceAssignment());
+  // The assignment lists device ids computation by computation, replica by replica.
+  std::vector<int64_t> ids_in_order;
+  PN_RETURN_IF_ERROR(hlo::MapDeviceAssignment(assignment, [&](int64_t id) -> StatusOr<int64_t> {
+                       ids_in_order.push_back(id);
+                       return id;
+                     }).status());
+  const int replicas = std::max(1, compiled().num_replicas());
+  auto logical = std::make_unique<std::vector<LogicalId>>();
+  for (Device* device : addressable_devices()) {
+    auto it = std::find(ids_in_order.begin(), ids_in_order.end(), device->id());
+    if (it == ids_in_order.end()) {
+      return Internal("NeuronCore " + std::to_string(device->id()) + " runs the program but is not in its device assignment");
+    }
+    const int index = static_cast<int>(it - ids_in_order.begin());
+    logical->push_back({index % replicas, index / replicas});
+  }
+  logical_ids_ = std::move(logical);
+  return logical_ids_.get();
 }
 
 // Graph collection: outputs of the right shapes, never computed.

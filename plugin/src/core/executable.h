@@ -88,6 +88,13 @@ class LoadedExecutable : public Tagged<0x4e4c4558> {
   const std::vector<Device*>& addressable_devices() const { return program_->addressable_devices(); }
   // The program's device assignment with our device ids (not the engine's).
   StatusOr<std::string> SerializedDeviceAssignment();
+  // (replica, partition) of each addressable device, in addressable_devices() order; worked out
+  // once from the device assignment.
+  struct LogicalId {
+    int replica;
+    int partition;
+  };
+  StatusOr<const std::vector<LogicalId>*> AddressableLogicalIds();
   // `only_device` runs a single-device program on that device.
   // Fills `result`, empty on entry.
   Status Execute(const ArgumentLists& args, const engine::ExecuteOptions& options, Device* only_device,
@@ -126,6 +133,8 @@ class LoadedExecutable : public Tagged<0x4e4c4558> {
   std::atomic<bool> launches_meet_known_{false};
   bool launches_meet_ = false;
   std::vector<int> device_ids_;  // the program's, for the gate
+  std::mutex logical_ids_mutex_;
+  std::unique_ptr<std::vector<LogicalId>> logical_ids_;
   LaunchGate launch_gate_;
 };
 
