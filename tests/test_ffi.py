@@ -120,3 +120,34 @@ def test_a_null_args_struct_and_the_unforwarded_entries_fail_naming_the_function
     for slot, name in ((0, "PJRT_FFI_TypeID_Register"), (1, "PJRT_FFI_UserData_Add")):
         error = _call(plugin_api, slot, _Args(ctypes.sizeof(_Args)))
         assert error is not None and error.code_name == "UNIMPLEMENTED" and name in str(error), str(error)
+
+
+def _linalg(engine: str) -> dict:
+    if config.engine_builds()[engine] is None:
+        pytest.fail(f"engine build {engine} is not installed (pip install '.[engine-jax]')")
+    env = {k: v for k, v in os.environ.items() if k not in ("PJRT_NEURON_ENGINE_LIBRARY", "NEURON_RT_VISIBLE_CORES")}
+    env.update(JAX_PLATFORMS="neuron,cpu", PJRT_NEURON_SIM_ENGINE=engine, TF_CPP_MIN_LOG_LEVEL="2",
+               PJRT_NEURON_LOCK_DIR=tempfile.mkdtemp(prefix="pjrt-neuron-lapack-"), PJRT_NEURON_COMPAT="off")
+    run = subprocess.run([sys.executable, str(SCRIPTS / "lapack_linalg.py")], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def test_lapack_only_linear_algebra_runs_on_the_newer_engine_build_as_on_the_cpu():
+    # JAX lowers eigh, eig and schur only for the CPU, to jaxlib's LAPACK handlers.
+    got = _linalg("lammps-jax-pjrt-cpu")
+    for name, result in got.items():
+        assert isinstance(result["neuron"], list), (name, result["neuron"])
+        np.testing.assert_allclose(np.asarray(result["neuron"]), np.asarray(result["cpu"]), rtol=1e-5, atol=1e-5,
+                                   err_msg=name)
+
+
+def test_lapack_only_linear_algebra_on_the_older_build_names_the_build_that_runs_it():
+    got = _linalg("xla-cpu-pjrt")
+    for name, result in got.items():
+        assert isinstance(result["cpu"], list), (name, result["cpu"])
+        error = result["neuron"]
+        assert isinstance(error, dict), (name, error)
+        assert "No FFI handler registered for lapack_" in error["message"], (name, error)
+        assert "lammps-jax-pjrt-cpu" in error["message"], (name, error)
