@@ -8,6 +8,7 @@ that its own reading of the layouts is checked by XLA's code, then against ours.
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -42,9 +43,10 @@ def run_client(client, library, env_extra=None, *flags):
 
 
 def ours(client, env_extra=None):
-    return run_client(client, config.library_path(),
-                      {"PJRT_NEURON_ENGINE_LIBRARY": config.engine_library_path("capi"), **(env_extra or {})},
-                      "bad-input")
+    # A lock directory of its own: other tests' clients may hold the default instance's cores.
+    env = {"PJRT_NEURON_ENGINE_LIBRARY": config.engine_library_path("capi"),
+           "PJRT_NEURON_LOCK_DIR": tempfile.mkdtemp(prefix="pjrt-neuron-newer-caller-"), **(env_extra or {})}
+    return run_client(client, config.library_path(), env, "bad-input")
 
 
 def test_the_client_reads_a_real_0_115_plugin(client):

@@ -15,21 +15,21 @@ StatusOr<core::Buffer*> UsableBuffer(PJRT_Buffer* b, const char* what = "buffer"
   return buffer;
 }
 
-PN_ENTRY(Buffer_Destroy) {
+PN_ENTRY(PJRT_Buffer_Destroy) {
   PN_REQUIRE_ARGS(args, PJRT_Buffer_Destroy_Args, buffer);
   PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UnwrapBuffer(args->buffer));
   delete buffer;
   return Status::Ok();
 }
 
-PN_ENTRY(Buffer_ElementType) {
+PN_ENTRY(PJRT_Buffer_ElementType) {
   PN_REQUIRE_ARGS(args, PJRT_Buffer_ElementType_Args, type);
   PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UnwrapBuffer(args->buffer));
   args->type = buffer->element_type();
   return Status::Ok();
 }
 
-PN_ENTRY(Buffer_Dimensions) {
+PN_ENTRY(PJRT_Buffer_Dimensions) {
   PN_REQUIRE_ARGS(args, PJRT_Buffer_Dimensions_Args, num_dims);
   PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UnwrapBuffer(args->buffer));
   const auto& dims = buffer->dims();
@@ -39,7 +39,7 @@ PN_ENTRY(Buffer_Dimensions) {
 }
 
 // NeuronCores run static shapes only, so unpadded dimensions are the dimensions.
-PN_ENTRY(Buffer_UnpaddedDimensions) {
+PN_ENTRY(PJRT_Buffer_UnpaddedDimensions) {
   PN_REQUIRE_ARGS(args, PJRT_Buffer_UnpaddedDimensions_Args, num_dims);
   PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UnwrapBuffer(args->buffer));
   const auto& dims = buffer->dims();
@@ -48,7 +48,7 @@ PN_ENTRY(Buffer_UnpaddedDimensions) {
   return Status::Ok();
 }
 
-PN_ENTRY(Buffer_DynamicDimensionIndices) {
+PN_ENTRY(PJRT_Buffer_DynamicDimensionIndices) {
   PN_REQUIRE_ARGS(args, PJRT_Buffer_DynamicDimensionIndices_Args, num_dynamic_dims);
   PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UnwrapBuffer(args->buffer));
   (void)buffer;
@@ -57,41 +57,41 @@ PN_ENTRY(Buffer_DynamicDimensionIndices) {
   return Status::Ok();
 }
 
-PN_ENTRY(Buffer_GetMemoryLayout) {
+PN_ENTRY(PJRT_Buffer_GetMemoryLayout) {
   PN_REQUIRE_ARGS(args, PJRT_Buffer_GetMemoryLayout_Args, layout);
   PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UsableBuffer(args->buffer));
   return buffer->GetMemoryLayout(&args->layout);
 }
 
-PN_ENTRY(Buffer_OnDeviceSizeInBytes) {
+PN_ENTRY(PJRT_Buffer_OnDeviceSizeInBytes) {
   PN_REQUIRE_ARGS(args, PJRT_Buffer_OnDeviceSizeInBytes_Args, on_device_size_in_bytes);
   PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UsableBuffer(args->buffer));
   PN_ASSIGN_OR_RETURN(args->on_device_size_in_bytes, buffer->OnDeviceSizeInBytes());
   return Status::Ok();
 }
 
-PN_ENTRY(Buffer_Device) {
+PN_ENTRY(PJRT_Buffer_Device) {
   PN_REQUIRE_ARGS(args, PJRT_Buffer_Device_Args, device);
   PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UnwrapBuffer(args->buffer));
   args->device = Wrap<PJRT_Device>(buffer->device());
   return Status::Ok();
 }
 
-PN_ENTRY(Buffer_Memory) {
+PN_ENTRY(PJRT_Buffer_Memory) {
   PN_REQUIRE_ARGS(args, PJRT_Buffer_Memory_Args, memory);
   PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UnwrapBuffer(args->buffer));
   args->memory = Wrap<PJRT_Memory>(buffer->memory());
   return Status::Ok();
 }
 
-PN_ENTRY(Buffer_Delete) {
+PN_ENTRY(PJRT_Buffer_Delete) {
   PN_REQUIRE_ARGS(args, PJRT_Buffer_Delete_Args, buffer);
   PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UnwrapBuffer(args->buffer));
   buffer->Delete();
   return Status::Ok();
 }
 
-PN_ENTRY(Buffer_IsDeleted) {
+PN_ENTRY(PJRT_Buffer_IsDeleted) {
   PN_REQUIRE_ARGS(args, PJRT_Buffer_IsDeleted_Args, is_deleted);
   PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UnwrapBuffer(args->buffer));
   args->is_deleted = buffer->IsDeleted();
@@ -105,7 +105,7 @@ Status CheckSameClient(core::Buffer* source, core::Device* destination) {
   return Status::Ok();
 }
 
-PN_ENTRY(Buffer_CopyToDevice) {
+PN_ENTRY(PJRT_Buffer_CopyToDevice) {
   PN_REQUIRE_ARGS(args, PJRT_Buffer_CopyToDevice_Args, dst_buffer);
   PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UsableBuffer(args->buffer));
   PN_ASSIGN_OR_RETURN(core::Device * target, Unwrap<core::Device>(args->dst_device, "dst_device"));
@@ -115,7 +115,7 @@ PN_ENTRY(Buffer_CopyToDevice) {
   return Status::Ok();
 }
 
-PN_ENTRY(Buffer_CopyToMemory) {
+PN_ENTRY(PJRT_Buffer_CopyToMemory) {
   PN_REQUIRE_ARGS(args, PJRT_Buffer_CopyToMemory_Args, dst_buffer);
   PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UsableBuffer(args->buffer));
   PN_ASSIGN_OR_RETURN(core::Memory * memory, Unwrap<core::Memory>(args->dst_memory, "dst_memory"));
@@ -125,7 +125,7 @@ PN_ENTRY(Buffer_CopyToMemory) {
   return Status::Ok();
 }
 
-PN_ENTRY(Buffer_ToHostBuffer) {
+PN_ENTRY(PJRT_Buffer_ToHostBuffer) {
   PN_REQUIRE_ARGS(args, PJRT_Buffer_ToHostBuffer_Args, event);
   PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UsableBuffer(args->src, "src"));
   if (args->dst == nullptr) {
@@ -138,7 +138,7 @@ PN_ENTRY(Buffer_ToHostBuffer) {
   return Status::Ok();
 }
 
-PN_ENTRY(Buffer_CopyRawToHost) {
+PN_ENTRY(PJRT_Buffer_CopyRawToHost) {
   PN_REQUIRE_ARGS(args, PJRT_Buffer_CopyRawToHost_Args, event);
   PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UsableBuffer(args->buffer));
   if (args->dst == nullptr) return InvalidArgument("`dst` is null");
@@ -148,7 +148,7 @@ PN_ENTRY(Buffer_CopyRawToHost) {
 }
 
 // NeuronCore HBM is not host memory, even when simulated.
-PN_ENTRY(Buffer_IsOnCpu) {
+PN_ENTRY(PJRT_Buffer_IsOnCpu) {
   PN_REQUIRE_ARGS(args, PJRT_Buffer_IsOnCpu_Args, is_on_cpu);
   PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UnwrapBuffer(args->buffer));
   (void)buffer;
@@ -156,7 +156,7 @@ PN_ENTRY(Buffer_IsOnCpu) {
   return Status::Ok();
 }
 
-PN_ENTRY(Buffer_ReadyEvent) {
+PN_ENTRY(PJRT_Buffer_ReadyEvent) {
   PN_REQUIRE_ARGS(args, PJRT_Buffer_ReadyEvent_Args, event);
   PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UsableBuffer(args->buffer));
   PN_ASSIGN_OR_RETURN(auto ready, buffer->ReadyEvent());
@@ -164,26 +164,26 @@ PN_ENTRY(Buffer_ReadyEvent) {
   return Status::Ok();
 }
 
-PN_ENTRY(Buffer_UnsafePointer) {
+PN_ENTRY(PJRT_Buffer_UnsafePointer) {
   PN_REQUIRE_ARGS(args, PJRT_Buffer_UnsafePointer_Args, buffer_pointer);
   PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UsableBuffer(args->buffer));
   PN_ASSIGN_OR_RETURN(args->buffer_pointer, buffer->UnsafePointer());
   return Status::Ok();
 }
 
-PN_ENTRY(Buffer_IncreaseExternalReferenceCount) {
+PN_ENTRY(PJRT_Buffer_IncreaseExternalReferenceCount) {
   PN_REQUIRE_ARGS(args, PJRT_Buffer_IncreaseExternalReferenceCount_Args, buffer);
   PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UsableBuffer(args->buffer));
   return buffer->IncreaseExternalReferenceCount();
 }
 
-PN_ENTRY(Buffer_DecreaseExternalReferenceCount) {
+PN_ENTRY(PJRT_Buffer_DecreaseExternalReferenceCount) {
   PN_REQUIRE_ARGS(args, PJRT_Buffer_DecreaseExternalReferenceCount_Args, buffer);
   PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UnwrapBuffer(args->buffer));
   return buffer->DecreaseExternalReferenceCount();
 }
 
-PN_ENTRY(Buffer_OpaqueDeviceMemoryDataPointer) {
+PN_ENTRY(PJRT_Buffer_OpaqueDeviceMemoryDataPointer) {
   PN_REQUIRE_ARGS(args, PJRT_Buffer_OpaqueDeviceMemoryDataPointer_Args, device_memory_ptr);
   PN_ASSIGN_OR_RETURN(core::Buffer * buffer, UsableBuffer(args->buffer));
   PN_ASSIGN_OR_RETURN(args->device_memory_ptr, buffer->OpaqueDeviceMemoryPointer());
@@ -193,27 +193,27 @@ PN_ENTRY(Buffer_OpaqueDeviceMemoryDataPointer) {
 }  // namespace
 
 void BindBuffers(PJRT_Api* api) {
-  api->PJRT_Buffer_Destroy = Buffer_Destroy;
-  api->PJRT_Buffer_ElementType = Buffer_ElementType;
-  api->PJRT_Buffer_Dimensions = Buffer_Dimensions;
-  api->PJRT_Buffer_UnpaddedDimensions = Buffer_UnpaddedDimensions;
-  api->PJRT_Buffer_DynamicDimensionIndices = Buffer_DynamicDimensionIndices;
-  api->PJRT_Buffer_GetMemoryLayout = Buffer_GetMemoryLayout;
-  api->PJRT_Buffer_OnDeviceSizeInBytes = Buffer_OnDeviceSizeInBytes;
-  api->PJRT_Buffer_Device = Buffer_Device;
-  api->PJRT_Buffer_Memory = Buffer_Memory;
-  api->PJRT_Buffer_Delete = Buffer_Delete;
-  api->PJRT_Buffer_IsDeleted = Buffer_IsDeleted;
-  api->PJRT_Buffer_CopyToDevice = Buffer_CopyToDevice;
-  api->PJRT_Buffer_CopyToMemory = Buffer_CopyToMemory;
-  api->PJRT_Buffer_ToHostBuffer = Buffer_ToHostBuffer;
-  api->PJRT_Buffer_CopyRawToHost = Buffer_CopyRawToHost;
-  api->PJRT_Buffer_IsOnCpu = Buffer_IsOnCpu;
-  api->PJRT_Buffer_ReadyEvent = Buffer_ReadyEvent;
-  api->PJRT_Buffer_UnsafePointer = Buffer_UnsafePointer;
-  api->PJRT_Buffer_IncreaseExternalReferenceCount = Buffer_IncreaseExternalReferenceCount;
-  api->PJRT_Buffer_DecreaseExternalReferenceCount = Buffer_DecreaseExternalReferenceCount;
-  api->PJRT_Buffer_OpaqueDeviceMemoryDataPointer = Buffer_OpaqueDeviceMemoryDataPointer;
+  api->PJRT_Buffer_Destroy = PJRT_Buffer_Destroy;
+  api->PJRT_Buffer_ElementType = PJRT_Buffer_ElementType;
+  api->PJRT_Buffer_Dimensions = PJRT_Buffer_Dimensions;
+  api->PJRT_Buffer_UnpaddedDimensions = PJRT_Buffer_UnpaddedDimensions;
+  api->PJRT_Buffer_DynamicDimensionIndices = PJRT_Buffer_DynamicDimensionIndices;
+  api->PJRT_Buffer_GetMemoryLayout = PJRT_Buffer_GetMemoryLayout;
+  api->PJRT_Buffer_OnDeviceSizeInBytes = PJRT_Buffer_OnDeviceSizeInBytes;
+  api->PJRT_Buffer_Device = PJRT_Buffer_Device;
+  api->PJRT_Buffer_Memory = PJRT_Buffer_Memory;
+  api->PJRT_Buffer_Delete = PJRT_Buffer_Delete;
+  api->PJRT_Buffer_IsDeleted = PJRT_Buffer_IsDeleted;
+  api->PJRT_Buffer_CopyToDevice = PJRT_Buffer_CopyToDevice;
+  api->PJRT_Buffer_CopyToMemory = PJRT_Buffer_CopyToMemory;
+  api->PJRT_Buffer_ToHostBuffer = PJRT_Buffer_ToHostBuffer;
+  api->PJRT_Buffer_CopyRawToHost = PJRT_Buffer_CopyRawToHost;
+  api->PJRT_Buffer_IsOnCpu = PJRT_Buffer_IsOnCpu;
+  api->PJRT_Buffer_ReadyEvent = PJRT_Buffer_ReadyEvent;
+  api->PJRT_Buffer_UnsafePointer = PJRT_Buffer_UnsafePointer;
+  api->PJRT_Buffer_IncreaseExternalReferenceCount = PJRT_Buffer_IncreaseExternalReferenceCount;
+  api->PJRT_Buffer_DecreaseExternalReferenceCount = PJRT_Buffer_DecreaseExternalReferenceCount;
+  api->PJRT_Buffer_OpaqueDeviceMemoryDataPointer = PJRT_Buffer_OpaqueDeviceMemoryDataPointer;
 }
 
 }  // namespace pjrt_neuron::api

@@ -56,7 +56,7 @@ class CallbackKeyValueStore : public engine::KeyValueStore {
   void* put_arg_;
 };
 
-PN_ENTRY(Client_Create) {
+PN_ENTRY(PJRT_Client_Create) {
   PN_REQUIRE_ARGS(args, PJRT_Client_Create_Args, client);
   PN_ASSIGN_OR_RETURN(engine::Attributes options, ReadNamedValues(args->create_options, args->num_options));
   PN_ASSIGN_OR_RETURN(core::ClientOptions resolved, core::ResolveClientOptions(options));
@@ -69,7 +69,7 @@ PN_ENTRY(Client_Create) {
   return Status::Ok();
 }
 
-PN_ENTRY(Client_Destroy) {
+PN_ENTRY(PJRT_Client_Destroy) {
   PN_REQUIRE_ARGS(args, PJRT_Client_Destroy_Args, client);
   PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
   ForgetAttributeViews(client->topology());
@@ -77,7 +77,7 @@ PN_ENTRY(Client_Destroy) {
   return Status::Ok();
 }
 
-PN_ENTRY(Client_PlatformName) {
+PN_ENTRY(PJRT_Client_PlatformName) {
   PN_REQUIRE_ARGS(args, PJRT_Client_PlatformName_Args, platform_name_size);
   PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
   args->platform_name = client->platform_name().c_str();
@@ -85,7 +85,7 @@ PN_ENTRY(Client_PlatformName) {
   return Status::Ok();
 }
 
-PN_ENTRY(Client_ProcessIndex) {
+PN_ENTRY(PJRT_Client_ProcessIndex) {
   PN_REQUIRE_ARGS(args, PJRT_Client_ProcessIndex_Args, process_index);
   PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
   args->process_index = client->process_index();
@@ -94,7 +94,7 @@ PN_ENTRY(Client_ProcessIndex) {
 
 // The framework's view of its peers' health. The instance daemon sees peers leave on its own
 // (their connection closes), so the states are checked, not acted on.
-PN_ENTRY(Client_UpdateGlobalProcessInfo) {
+PN_ENTRY(PJRT_Client_UpdateGlobalProcessInfo) {
   PN_REQUIRE_ARGS(args, PJRT_Client_UpdateGlobalProcessInfo_Args, num_process_infos);
   PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
   (void)client;
@@ -104,7 +104,7 @@ PN_ENTRY(Client_UpdateGlobalProcessInfo) {
   return Status::Ok();
 }
 
-PN_ENTRY(Client_PlatformVersion) {
+PN_ENTRY(PJRT_Client_PlatformVersion) {
   PN_REQUIRE_ARGS(args, PJRT_Client_PlatformVersion_Args, platform_version_size);
   PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
   args->platform_version = client->platform_version().c_str();
@@ -112,14 +112,14 @@ PN_ENTRY(Client_PlatformVersion) {
   return Status::Ok();
 }
 
-PN_ENTRY(Client_TopologyDescription) {
+PN_ENTRY(PJRT_Client_TopologyDescription) {
   PN_REQUIRE_ARGS(args, PJRT_Client_TopologyDescription_Args, topology);
   PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
   args->topology = Wrap<PJRT_TopologyDescription>(const_cast<core::Topology*>(&client->topology()));
   return Status::Ok();
 }
 
-PN_ENTRY(Client_Devices) {
+PN_ENTRY(PJRT_Client_Devices) {
   PN_REQUIRE_ARGS(args, PJRT_Client_Devices_Args, num_devices);
   PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
   args->devices = reinterpret_cast<PJRT_Device* const*>(client->devices().data());
@@ -127,7 +127,7 @@ PN_ENTRY(Client_Devices) {
   return Status::Ok();
 }
 
-PN_ENTRY(Client_AddressableDevices) {
+PN_ENTRY(PJRT_Client_AddressableDevices) {
   PN_REQUIRE_ARGS(args, PJRT_Client_AddressableDevices_Args, num_addressable_devices);
   PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
   args->addressable_devices = reinterpret_cast<PJRT_Device* const*>(client->addressable_devices().data());
@@ -135,7 +135,7 @@ PN_ENTRY(Client_AddressableDevices) {
   return Status::Ok();
 }
 
-PN_ENTRY(Client_LookupDevice) {
+PN_ENTRY(PJRT_Client_LookupDevice) {
   PN_REQUIRE_ARGS(args, PJRT_Client_LookupDevice_Args, device);
   PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
   core::Device* device = client->LookupDevice(args->id);
@@ -148,7 +148,7 @@ PN_ENTRY(Client_LookupDevice) {
   return Status::Ok();
 }
 
-PN_ENTRY(Client_LookupAddressableDevice) {
+PN_ENTRY(PJRT_Client_LookupAddressableDevice) {
   PN_REQUIRE_ARGS(args, PJRT_Client_LookupAddressableDevice_Args, addressable_device);
   PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
   core::Device* device = client->LookupAddressableDevice(args->local_hardware_id);
@@ -160,7 +160,7 @@ PN_ENTRY(Client_LookupAddressableDevice) {
   return Status::Ok();
 }
 
-PN_ENTRY(Client_AddressableMemories) {
+PN_ENTRY(PJRT_Client_AddressableMemories) {
   PN_REQUIRE_ARGS(args, PJRT_Client_AddressableMemories_Args, num_addressable_memories);
   PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
   args->addressable_memories = reinterpret_cast<PJRT_Memory* const*>(client->memories().data());
@@ -168,7 +168,7 @@ PN_ENTRY(Client_AddressableMemories) {
   return Status::Ok();
 }
 
-PN_ENTRY(Client_Compile) {
+PN_ENTRY(PJRT_Client_Compile) {
   PN_REQUIRE_ARGS(args, PJRT_Client_Compile_Args, executable);
   PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
   std::string options;
@@ -179,7 +179,7 @@ PN_ENTRY(Client_Compile) {
   return Status::Ok();
 }
 
-PN_ENTRY(Client_DefaultDeviceAssignment) {
+PN_ENTRY(PJRT_Client_DefaultDeviceAssignment) {
   PN_REQUIRE_ARGS(args, PJRT_Client_DefaultDeviceAssignment_Args, default_assignment);
   PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
   if (args->num_replicas < 1 || args->num_partitions < 1) {
@@ -232,7 +232,7 @@ Status CheckShape(const PJRT_Buffer_Type& type_field, const int64_t* dims, size_
   return Status::Ok();
 }
 
-PN_ENTRY(Client_BufferFromHostBuffer) {
+PN_ENTRY(PJRT_Client_BufferFromHostBuffer) {
   PN_REQUIRE_ARGS(args, PJRT_Client_BufferFromHostBuffer_Args, buffer);
   PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
   PN_ASSIGN_OR_RETURN(core::Memory * memory, TargetMemory(client, args->device, args->memory));
@@ -263,7 +263,7 @@ PN_ENTRY(Client_BufferFromHostBuffer) {
   return Status::Ok();
 }
 
-PN_ENTRY(Client_CreateUninitializedBuffer) {
+PN_ENTRY(PJRT_Client_CreateUninitializedBuffer) {
   PN_REQUIRE_ARGS(args, PJRT_Client_CreateUninitializedBuffer_Args, buffer);
   PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
   PN_ASSIGN_OR_RETURN(core::Memory * memory, TargetMemory(client, args->device, args->memory));
@@ -275,7 +275,7 @@ PN_ENTRY(Client_CreateUninitializedBuffer) {
   return Status::Ok();
 }
 
-PN_ENTRY(Client_CreateAliasBuffer) {
+PN_ENTRY(PJRT_Client_CreateAliasBuffer) {
   PN_REQUIRE_ARGS(args, PJRT_Client_CreateAliasBuffer_Args, fulfill_alias_buffer_cb);
   PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
   if (args->memory == nullptr) return InvalidArgument("`memory` is null");
@@ -289,7 +289,7 @@ PN_ENTRY(Client_CreateAliasBuffer) {
   return Status::Ok();
 }
 
-PN_ENTRY(Client_FulfillAliasBuffer) {
+PN_ENTRY(PJRT_Client_FulfillAliasBuffer) {
   PN_REQUIRE_ARGS(args, PJRT_Client_FulfillAliasBuffer_Args, fulfill_alias_buffer_cb);
   PN_ASSIGN_OR_RETURN(core::Client * client, UnwrapClient(args->client));
   if (args->fulfill_alias_buffer_cb == nullptr) return InvalidArgument("`fulfill_alias_buffer_cb` is null");
@@ -314,24 +314,24 @@ PN_ENTRY(Client_FulfillAliasBuffer) {
 }  // namespace
 
 void BindClient(PJRT_Api* api) {
-  api->PJRT_Client_Create = Client_Create;
-  api->PJRT_Client_Destroy = Client_Destroy;
-  api->PJRT_Client_PlatformName = Client_PlatformName;
-  api->PJRT_Client_ProcessIndex = Client_ProcessIndex;
-  api->PJRT_Client_UpdateGlobalProcessInfo = Client_UpdateGlobalProcessInfo;
-  api->PJRT_Client_PlatformVersion = Client_PlatformVersion;
-  api->PJRT_Client_TopologyDescription = Client_TopologyDescription;
-  api->PJRT_Client_Devices = Client_Devices;
-  api->PJRT_Client_AddressableDevices = Client_AddressableDevices;
-  api->PJRT_Client_LookupDevice = Client_LookupDevice;
-  api->PJRT_Client_LookupAddressableDevice = Client_LookupAddressableDevice;
-  api->PJRT_Client_AddressableMemories = Client_AddressableMemories;
-  api->PJRT_Client_Compile = Client_Compile;
-  api->PJRT_Client_DefaultDeviceAssignment = Client_DefaultDeviceAssignment;
-  api->PJRT_Client_BufferFromHostBuffer = Client_BufferFromHostBuffer;
-  api->PJRT_Client_CreateUninitializedBuffer = Client_CreateUninitializedBuffer;
-  api->PJRT_Client_CreateAliasBuffer = Client_CreateAliasBuffer;
-  api->PJRT_Client_FulfillAliasBuffer = Client_FulfillAliasBuffer;
+  api->PJRT_Client_Create = PJRT_Client_Create;
+  api->PJRT_Client_Destroy = PJRT_Client_Destroy;
+  api->PJRT_Client_PlatformName = PJRT_Client_PlatformName;
+  api->PJRT_Client_ProcessIndex = PJRT_Client_ProcessIndex;
+  api->PJRT_Client_UpdateGlobalProcessInfo = PJRT_Client_UpdateGlobalProcessInfo;
+  api->PJRT_Client_PlatformVersion = PJRT_Client_PlatformVersion;
+  api->PJRT_Client_TopologyDescription = PJRT_Client_TopologyDescription;
+  api->PJRT_Client_Devices = PJRT_Client_Devices;
+  api->PJRT_Client_AddressableDevices = PJRT_Client_AddressableDevices;
+  api->PJRT_Client_LookupDevice = PJRT_Client_LookupDevice;
+  api->PJRT_Client_LookupAddressableDevice = PJRT_Client_LookupAddressableDevice;
+  api->PJRT_Client_AddressableMemories = PJRT_Client_AddressableMemories;
+  api->PJRT_Client_Compile = PJRT_Client_Compile;
+  api->PJRT_Client_DefaultDeviceAssignment = PJRT_Client_DefaultDeviceAssignment;
+  api->PJRT_Client_BufferFromHostBuffer = PJRT_Client_BufferFromHostBuffer;
+  api->PJRT_Client_CreateUninitializedBuffer = PJRT_Client_CreateUninitializedBuffer;
+  api->PJRT_Client_CreateAliasBuffer = PJRT_Client_CreateAliasBuffer;
+  api->PJRT_Client_FulfillAliasBuffer = PJRT_Client_FulfillAliasBuffer;
 }
 
 }  // namespace pjrt_neuron::api

@@ -149,10 +149,10 @@ const PJRT_Memory_FunctionTable* MemoryFunctionTable();
 
 }  // namespace pjrt_neuron::api
 
-// Defines the exported entry point PJRT_<Name> around a body `Status Name(Args*)`.
-#define PN_ENTRY(Name)                                                                   \
-  ::pjrt_neuron::Status Name##Body(PJRT_##Name##_Args* args);                            \
-  PJRT_Error* Name(PJRT_##Name##_Args* args) {                                           \
-    return ::pjrt_neuron::api::Run("PJRT_" #Name, [args] { return Name##Body(args); });  \
-  }                                                                                      \
-  ::pjrt_neuron::Status Name##Body(PJRT_##Name##_Args* args)
+// Defines the entry point `name` (its full C API name, PJRT_...) around a body `Status nameBody(Args*)`.
+#define PN_ENTRY(name)                                                            \
+  ::pjrt_neuron::Status name##Body(name##_Args* args);                            \
+  PJRT_Error* name(name##_Args* args) {                                           \
+    return ::pjrt_neuron::api::Run(#name, [args] { return name##Body(args); });   \
+  }                                                                               \
+  ::pjrt_neuron::Status name##Body(name##_Args* args)

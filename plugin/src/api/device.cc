@@ -13,21 +13,21 @@ StatusOr<core::DeviceDescription*> UnwrapDescription(PJRT_DeviceDescription* d) 
 }
 StatusOr<core::Device*> UnwrapDevice(PJRT_Device* d) { return Unwrap<core::Device>(d, "device"); }
 
-PN_ENTRY(DeviceDescription_Id) {
+PN_ENTRY(PJRT_DeviceDescription_Id) {
   PN_REQUIRE_ARGS(args, PJRT_DeviceDescription_Id_Args, id);
   PN_ASSIGN_OR_RETURN(core::DeviceDescription * d, UnwrapDescription(args->device_description));
   args->id = d->id;
   return Status::Ok();
 }
 
-PN_ENTRY(DeviceDescription_ProcessIndex) {
+PN_ENTRY(PJRT_DeviceDescription_ProcessIndex) {
   PN_REQUIRE_ARGS(args, PJRT_DeviceDescription_ProcessIndex_Args, process_index);
   PN_ASSIGN_OR_RETURN(core::DeviceDescription * d, UnwrapDescription(args->device_description));
   args->process_index = d->process_index;
   return Status::Ok();
 }
 
-PN_ENTRY(DeviceDescription_Attributes) {
+PN_ENTRY(PJRT_DeviceDescription_Attributes) {
   PN_REQUIRE_ARGS(args, PJRT_DeviceDescription_Attributes_Args, attributes);
   PN_ASSIGN_OR_RETURN(core::DeviceDescription * d, UnwrapDescription(args->device_description));
   const NamedValues& values = AttributeViews(*d);
@@ -36,7 +36,7 @@ PN_ENTRY(DeviceDescription_Attributes) {
   return Status::Ok();
 }
 
-PN_ENTRY(DeviceDescription_Kind) {
+PN_ENTRY(PJRT_DeviceDescription_Kind) {
   PN_REQUIRE_ARGS(args, PJRT_DeviceDescription_Kind_Args, device_kind_size);
   PN_ASSIGN_OR_RETURN(core::DeviceDescription * d, UnwrapDescription(args->device_description));
   args->device_kind = d->kind.c_str();
@@ -44,7 +44,7 @@ PN_ENTRY(DeviceDescription_Kind) {
   return Status::Ok();
 }
 
-PN_ENTRY(DeviceDescription_DebugString) {
+PN_ENTRY(PJRT_DeviceDescription_DebugString) {
   PN_REQUIRE_ARGS(args, PJRT_DeviceDescription_DebugString_Args, debug_string_size);
   PN_ASSIGN_OR_RETURN(core::DeviceDescription * d, UnwrapDescription(args->device_description));
   args->debug_string = d->debug_string.c_str();
@@ -52,7 +52,7 @@ PN_ENTRY(DeviceDescription_DebugString) {
   return Status::Ok();
 }
 
-PN_ENTRY(DeviceDescription_ToString) {
+PN_ENTRY(PJRT_DeviceDescription_ToString) {
   PN_REQUIRE_ARGS(args, PJRT_DeviceDescription_ToString_Args, to_string_size);
   PN_ASSIGN_OR_RETURN(core::DeviceDescription * d, UnwrapDescription(args->device_description));
   args->to_string = d->to_string.c_str();
@@ -60,7 +60,7 @@ PN_ENTRY(DeviceDescription_ToString) {
   return Status::Ok();
 }
 
-PN_ENTRY(Device_GetDescription) {
+PN_ENTRY(PJRT_Device_GetDescription) {
   PN_REQUIRE_ARGS(args, PJRT_Device_GetDescription_Args, device_description);
   PN_ASSIGN_OR_RETURN(core::Device * device, UnwrapDevice(args->device));
   args->device_description =
@@ -68,21 +68,21 @@ PN_ENTRY(Device_GetDescription) {
   return Status::Ok();
 }
 
-PN_ENTRY(Device_IsAddressable) {
+PN_ENTRY(PJRT_Device_IsAddressable) {
   PN_REQUIRE_ARGS(args, PJRT_Device_IsAddressable_Args, is_addressable);
   PN_ASSIGN_OR_RETURN(core::Device * device, UnwrapDevice(args->device));
   args->is_addressable = device->addressable();
   return Status::Ok();
 }
 
-PN_ENTRY(Device_LocalHardwareId) {
+PN_ENTRY(PJRT_Device_LocalHardwareId) {
   PN_REQUIRE_ARGS(args, PJRT_Device_LocalHardwareId_Args, local_hardware_id);
   PN_ASSIGN_OR_RETURN(core::Device * device, UnwrapDevice(args->device));
   args->local_hardware_id = device->local_hardware_id();
   return Status::Ok();
 }
 
-PN_ENTRY(Device_AddressableMemories) {
+PN_ENTRY(PJRT_Device_AddressableMemories) {
   PN_REQUIRE_ARGS(args, PJRT_Device_AddressableMemories_Args, num_memories);
   PN_ASSIGN_OR_RETURN(core::Device * device, UnwrapDevice(args->device));
   const std::vector<core::Memory*>* memories = &device->memories();
@@ -91,14 +91,14 @@ PN_ENTRY(Device_AddressableMemories) {
   return Status::Ok();
 }
 
-PN_ENTRY(Device_DefaultMemory) {
+PN_ENTRY(PJRT_Device_DefaultMemory) {
   PN_REQUIRE_ARGS(args, PJRT_Device_DefaultMemory_Args, memory);
   PN_ASSIGN_OR_RETURN(core::Device * device, UnwrapDevice(args->device));
   args->memory = Wrap<PJRT_Memory>(device->default_memory());
   return Status::Ok();
 }
 
-PN_ENTRY(Device_MemoryStats) {
+PN_ENTRY(PJRT_Device_MemoryStats) {
   PN_REQUIRE_ARGS(args, PJRT_Device_MemoryStats_Args, bytes_in_use);
   PN_ASSIGN_OR_RETURN(core::Device * device, UnwrapDevice(args->device));
   core::MemoryStats stats = device->memory_stats();
@@ -131,7 +131,7 @@ PN_ENTRY(Device_MemoryStats) {
 }
 
 // The device's attributes are its description's; nothing is allocated for the caller to free.
-PN_ENTRY(Device_GetAttributes) {
+PN_ENTRY(PJRT_Device_GetAttributes) {
   PN_REQUIRE_ARGS(args, PJRT_Device_GetAttributes_Args, num_attributes);
   PN_ASSIGN_OR_RETURN(core::Device * device, UnwrapDevice(args->device));
   const NamedValues& values = AttributeViews(device->description());
@@ -144,7 +144,7 @@ PN_ENTRY(Device_GetAttributes) {
   return Status::Ok();
 }
 
-PN_ENTRY(Device_ClearMemoryStats) {
+PN_ENTRY(PJRT_Device_ClearMemoryStats) {
   PN_REQUIRE_ARGS(args, PJRT_Device_ClearMemoryStats_Args, device);
   PN_ASSIGN_OR_RETURN(core::Device * device, UnwrapDevice(args->device));
   device->ResetPeak();
@@ -154,23 +154,23 @@ PN_ENTRY(Device_ClearMemoryStats) {
 }  // namespace
 
 void BindNewerDevices(PJRT_Api_Newer* api) {
-  api->PJRT_Device_GetAttributes = Device_GetAttributes;
-  api->PJRT_Device_ClearMemoryStats = Device_ClearMemoryStats;
+  api->PJRT_Device_GetAttributes = PJRT_Device_GetAttributes;
+  api->PJRT_Device_ClearMemoryStats = PJRT_Device_ClearMemoryStats;
 }
 
 void BindDevices(PJRT_Api* api) {
-  api->PJRT_DeviceDescription_Id = DeviceDescription_Id;
-  api->PJRT_DeviceDescription_ProcessIndex = DeviceDescription_ProcessIndex;
-  api->PJRT_DeviceDescription_Attributes = DeviceDescription_Attributes;
-  api->PJRT_DeviceDescription_Kind = DeviceDescription_Kind;
-  api->PJRT_DeviceDescription_DebugString = DeviceDescription_DebugString;
-  api->PJRT_DeviceDescription_ToString = DeviceDescription_ToString;
-  api->PJRT_Device_GetDescription = Device_GetDescription;
-  api->PJRT_Device_IsAddressable = Device_IsAddressable;
-  api->PJRT_Device_LocalHardwareId = Device_LocalHardwareId;
-  api->PJRT_Device_AddressableMemories = Device_AddressableMemories;
-  api->PJRT_Device_DefaultMemory = Device_DefaultMemory;
-  api->PJRT_Device_MemoryStats = Device_MemoryStats;
+  api->PJRT_DeviceDescription_Id = PJRT_DeviceDescription_Id;
+  api->PJRT_DeviceDescription_ProcessIndex = PJRT_DeviceDescription_ProcessIndex;
+  api->PJRT_DeviceDescription_Attributes = PJRT_DeviceDescription_Attributes;
+  api->PJRT_DeviceDescription_Kind = PJRT_DeviceDescription_Kind;
+  api->PJRT_DeviceDescription_DebugString = PJRT_DeviceDescription_DebugString;
+  api->PJRT_DeviceDescription_ToString = PJRT_DeviceDescription_ToString;
+  api->PJRT_Device_GetDescription = PJRT_Device_GetDescription;
+  api->PJRT_Device_IsAddressable = PJRT_Device_IsAddressable;
+  api->PJRT_Device_LocalHardwareId = PJRT_Device_LocalHardwareId;
+  api->PJRT_Device_AddressableMemories = PJRT_Device_AddressableMemories;
+  api->PJRT_Device_DefaultMemory = PJRT_Device_DefaultMemory;
+  api->PJRT_Device_MemoryStats = PJRT_Device_MemoryStats;
 }
 
 }  // namespace pjrt_neuron::api

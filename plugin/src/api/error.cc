@@ -37,24 +37,24 @@ constexpr PJRT_Error_FunctionTable kErrorFunctionTable = {
     VisitPayloads,
 };
 
-void Error_Destroy(PJRT_Error_Destroy_Args* args) {
+void PJRT_Error_Destroy(PJRT_Error_Destroy_Args* args) {
   if (args == nullptr || !PN_HAS(args, PJRT_Error_Destroy_Args, error)) return;
   delete args->error;
 }
 
-void Error_Message(PJRT_Error_Message_Args* args) {
+void PJRT_Error_Message(PJRT_Error_Message_Args* args) {
   if (args == nullptr || !PN_HAS(args, PJRT_Error_Message_Args, message_size)) return;
   ErrorMessageOf(args->error, &args->message, &args->message_size);
 }
 
-PN_ENTRY(Error_GetCode) {
+PN_ENTRY(PJRT_Error_GetCode) {
   PN_REQUIRE_ARGS(args, PJRT_Error_GetCode_Args, code);
   if (args->error == nullptr) return InvalidArgument("`error` is null");
   args->code = ErrorCodeOf(args->error);
   return Status::Ok();
 }
 
-PN_ENTRY(Error_ForEachPayload) {
+PN_ENTRY(PJRT_Error_ForEachPayload) {
   PN_REQUIRE_ARGS(args, PJRT_Error_ForEachPayload_Args, user_arg);
   if (args->error == nullptr) return InvalidArgument("`error` is null");
   if (args->visitor == nullptr) return InvalidArgument("`visitor` is null");
@@ -92,11 +92,11 @@ Status TakeCallerError(PJRT_Error* error, const std::string& what) {
 }
 
 void BindErrors(PJRT_Api* api) {
-  api->PJRT_Error_Destroy = Error_Destroy;
-  api->PJRT_Error_Message = Error_Message;
-  api->PJRT_Error_GetCode = Error_GetCode;
+  api->PJRT_Error_Destroy = PJRT_Error_Destroy;
+  api->PJRT_Error_Message = PJRT_Error_Message;
+  api->PJRT_Error_GetCode = PJRT_Error_GetCode;
 }
 
-void BindNewerErrors(PJRT_Api_Newer* api) { api->PJRT_Error_ForEachPayload = Error_ForEachPayload; }
+void BindNewerErrors(PJRT_Api_Newer* api) { api->PJRT_Error_ForEachPayload = PJRT_Error_ForEachPayload; }
 
 }  // namespace pjrt_neuron::api

@@ -4,14 +4,14 @@
 namespace pjrt_neuron::api {
 namespace {
 
-PN_ENTRY(Event_Destroy) {
+PN_ENTRY(PJRT_Event_Destroy) {
   PN_REQUIRE_ARGS(args, PJRT_Event_Destroy_Args, event);
   PN_ASSIGN_OR_RETURN(core::Event * event, (Unwrap<core::Event>(args->event, "event")));
   delete event;
   return Status::Ok();
 }
 
-PN_ENTRY(Event_IsReady) {
+PN_ENTRY(PJRT_Event_IsReady) {
   PN_REQUIRE_ARGS(args, PJRT_Event_IsReady_Args, is_ready);
   PN_ASSIGN_OR_RETURN(core::Event * event, (Unwrap<core::Event>(args->event, "event")));
   args->is_ready = event->IsReady();
@@ -19,20 +19,20 @@ PN_ENTRY(Event_IsReady) {
 }
 
 // The event's own failure is this call's error, per the PJRT contract.
-PN_ENTRY(Event_Error) {
+PN_ENTRY(PJRT_Event_Error) {
   PN_REQUIRE_ARGS(args, PJRT_Event_Error_Args, event);
   PN_ASSIGN_OR_RETURN(core::Event * event, (Unwrap<core::Event>(args->event, "event")));
   if (!event->IsReady()) return FailedPrecondition("the event is not ready yet; await it first");
   return event->Await();
 }
 
-PN_ENTRY(Event_Await) {
+PN_ENTRY(PJRT_Event_Await) {
   PN_REQUIRE_ARGS(args, PJRT_Event_Await_Args, event);
   PN_ASSIGN_OR_RETURN(core::Event * event, (Unwrap<core::Event>(args->event, "event")));
   return event->Await();
 }
 
-PN_ENTRY(Event_OnReady) {
+PN_ENTRY(PJRT_Event_OnReady) {
   PN_REQUIRE_ARGS(args, PJRT_Event_OnReady_Args, user_arg);
   PN_ASSIGN_OR_RETURN(core::Event * event, (Unwrap<core::Event>(args->event, "event")));
   if (args->callback == nullptr) return InvalidArgument("`callback` is null");
@@ -47,11 +47,11 @@ PN_ENTRY(Event_OnReady) {
 }  // namespace
 
 void BindEvents(PJRT_Api* api) {
-  api->PJRT_Event_Destroy = Event_Destroy;
-  api->PJRT_Event_IsReady = Event_IsReady;
-  api->PJRT_Event_Error = Event_Error;
-  api->PJRT_Event_Await = Event_Await;
-  api->PJRT_Event_OnReady = Event_OnReady;
+  api->PJRT_Event_Destroy = PJRT_Event_Destroy;
+  api->PJRT_Event_IsReady = PJRT_Event_IsReady;
+  api->PJRT_Event_Error = PJRT_Event_Error;
+  api->PJRT_Event_Await = PJRT_Event_Await;
+  api->PJRT_Event_OnReady = PJRT_Event_OnReady;
 }
 
 }  // namespace pjrt_neuron::api

@@ -11,14 +11,14 @@ StatusOr<core::Executable*> UnwrapExecutable(const PJRT_Executable* e) {
   return Unwrap<core::Executable>(e, "executable");
 }
 
-PN_ENTRY(Executable_Destroy) {
+PN_ENTRY(PJRT_Executable_Destroy) {
   PN_REQUIRE_ARGS(args, PJRT_Executable_Destroy_Args, executable);
   PN_ASSIGN_OR_RETURN(core::Executable * executable, UnwrapExecutable(args->executable));
   delete executable;
   return Status::Ok();
 }
 
-PN_ENTRY(Executable_Name) {
+PN_ENTRY(PJRT_Executable_Name) {
   PN_REQUIRE_ARGS(args, PJRT_Executable_Name_Args, executable_name_size);
   PN_ASSIGN_OR_RETURN(core::Executable * executable, UnwrapExecutable(args->executable));
   const ExecutableViews& views = ViewsOf(executable->program());
@@ -27,35 +27,35 @@ PN_ENTRY(Executable_Name) {
   return Status::Ok();
 }
 
-PN_ENTRY(Executable_NumReplicas) {
+PN_ENTRY(PJRT_Executable_NumReplicas) {
   PN_REQUIRE_ARGS(args, PJRT_Executable_NumReplicas_Args, num_replicas);
   PN_ASSIGN_OR_RETURN(core::Executable * executable, UnwrapExecutable(args->executable));
   args->num_replicas = executable->compiled().num_replicas();
   return Status::Ok();
 }
 
-PN_ENTRY(Executable_NumPartitions) {
+PN_ENTRY(PJRT_Executable_NumPartitions) {
   PN_REQUIRE_ARGS(args, PJRT_Executable_NumPartitions_Args, num_partitions);
   PN_ASSIGN_OR_RETURN(core::Executable * executable, UnwrapExecutable(args->executable));
   args->num_partitions = executable->compiled().num_partitions();
   return Status::Ok();
 }
 
-PN_ENTRY(Executable_NumOutputs) {
+PN_ENTRY(PJRT_Executable_NumOutputs) {
   PN_REQUIRE_ARGS(args, PJRT_Executable_NumOutputs_Args, num_outputs);
   PN_ASSIGN_OR_RETURN(core::Executable * executable, UnwrapExecutable(args->executable));
   args->num_outputs = executable->compiled().outputs().size();
   return Status::Ok();
 }
 
-PN_ENTRY(Executable_SizeOfGeneratedCodeInBytes) {
+PN_ENTRY(PJRT_Executable_SizeOfGeneratedCodeInBytes) {
   PN_REQUIRE_ARGS(args, PJRT_Executable_SizeOfGeneratedCodeInBytes_Args, size_in_bytes);
   PN_ASSIGN_OR_RETURN(core::Executable * executable, UnwrapExecutable(args->executable));
   PN_ASSIGN_OR_RETURN(args->size_in_bytes, executable->compiled().SizeOfGeneratedCodeInBytes());
   return Status::Ok();
 }
 
-PN_ENTRY(Executable_GetCostAnalysis) {
+PN_ENTRY(PJRT_Executable_GetCostAnalysis) {
   PN_REQUIRE_ARGS(args, PJRT_Executable_GetCostAnalysis_Args, properties);
   PN_ASSIGN_OR_RETURN(core::Executable * executable, UnwrapExecutable(args->executable));
   const ExecutableViews& views = ViewsOf(executable->program());
@@ -65,7 +65,7 @@ PN_ENTRY(Executable_GetCostAnalysis) {
   return Status::Ok();
 }
 
-PN_ENTRY(Executable_OutputElementTypes) {
+PN_ENTRY(PJRT_Executable_OutputElementTypes) {
   PN_REQUIRE_ARGS(args, PJRT_Executable_OutputElementTypes_Args, num_output_types);
   PN_ASSIGN_OR_RETURN(core::Executable * executable, UnwrapExecutable(args->executable));
   const ExecutableViews& views = ViewsOf(executable->program());
@@ -74,7 +74,7 @@ PN_ENTRY(Executable_OutputElementTypes) {
   return Status::Ok();
 }
 
-PN_ENTRY(Executable_OutputDimensions) {
+PN_ENTRY(PJRT_Executable_OutputDimensions) {
   PN_REQUIRE_ARGS(args, PJRT_Executable_OutputDimensions_Args, dim_sizes);
   PN_ASSIGN_OR_RETURN(core::Executable * executable, UnwrapExecutable(args->executable));
   const ExecutableViews& views = ViewsOf(executable->program());
@@ -84,7 +84,7 @@ PN_ENTRY(Executable_OutputDimensions) {
   return Status::Ok();
 }
 
-PN_ENTRY(Executable_OutputMemoryKinds) {
+PN_ENTRY(PJRT_Executable_OutputMemoryKinds) {
   PN_REQUIRE_ARGS(args, PJRT_Executable_OutputMemoryKinds_Args, memory_kind_sizes);
   PN_ASSIGN_OR_RETURN(core::Executable * executable, UnwrapExecutable(args->executable));
   const ExecutableViews& views = ViewsOf(executable->program());
@@ -95,7 +95,7 @@ PN_ENTRY(Executable_OutputMemoryKinds) {
 }
 
 // Two calls, as the header asks: first with code == nullptr for the size, then to fill it.
-PN_ENTRY(Executable_OptimizedProgram) {
+PN_ENTRY(PJRT_Executable_OptimizedProgram) {
   PN_REQUIRE_ARGS(args, PJRT_Executable_OptimizedProgram_Args, program);
   PN_ASSIGN_OR_RETURN(core::Executable * executable, UnwrapExecutable(args->executable));
   if (args->program == nullptr) return InvalidArgument("`program` is null");
@@ -120,7 +120,7 @@ PN_ENTRY(Executable_OptimizedProgram) {
   return Status::Ok();
 }
 
-PN_ENTRY(Executable_Serialize) {
+PN_ENTRY(PJRT_Executable_Serialize) {
   PN_REQUIRE_ARGS(args, PJRT_Executable_Serialize_Args, serialized_executable_deleter);
   PN_ASSIGN_OR_RETURN(core::Executable * executable, UnwrapExecutable(args->executable));
   PN_ASSIGN_OR_RETURN(std::string serialized, executable->compiled().Serialize());
@@ -132,7 +132,7 @@ PN_ENTRY(Executable_Serialize) {
   return Status::Ok();
 }
 
-PN_ENTRY(Executable_Fingerprint) {
+PN_ENTRY(PJRT_Executable_Fingerprint) {
   PN_REQUIRE_ARGS(args, PJRT_Executable_Fingerprint_Args, executable_fingerprint_size);
   PN_ASSIGN_OR_RETURN(core::Executable * executable, UnwrapExecutable(args->executable));
   const ExecutableViews& views = ViewsOf(executable->program());
@@ -142,7 +142,7 @@ PN_ENTRY(Executable_Fingerprint) {
   return Status::Ok();
 }
 
-PN_ENTRY(Executable_GetCompiledMemoryStats) {
+PN_ENTRY(PJRT_Executable_GetCompiledMemoryStats) {
   PN_REQUIRE_ARGS(args, PJRT_Executable_GetCompiledMemoryStats_Args, temp_size_in_bytes);
   PN_ASSIGN_OR_RETURN(core::Executable * executable, UnwrapExecutable(args->executable));
   PN_ASSIGN_OR_RETURN(engine::CompiledMemoryStats stats, executable->compiled().MemoryStats());
@@ -164,7 +164,7 @@ PN_ENTRY(Executable_GetCompiledMemoryStats) {
   return Status::Ok();
 }
 
-PN_ENTRY(Executable_DeserializeAndLoad) {
+PN_ENTRY(PJRT_Executable_DeserializeAndLoad) {
   PN_REQUIRE_ARGS(args, PJRT_Executable_DeserializeAndLoad_Args, loaded_executable);
   PN_ASSIGN_OR_RETURN(core::Client * client, Unwrap<core::Client>(args->client, "client"));
   if (args->serialized_executable == nullptr) return InvalidArgument("`serialized_executable` is null");
@@ -208,21 +208,21 @@ const ExecutableViews& ViewsOf(const std::shared_ptr<core::CompiledProgram>& pro
 }
 
 void BindExecutables(PJRT_Api* api) {
-  api->PJRT_Executable_Destroy = Executable_Destroy;
-  api->PJRT_Executable_Name = Executable_Name;
-  api->PJRT_Executable_NumReplicas = Executable_NumReplicas;
-  api->PJRT_Executable_NumPartitions = Executable_NumPartitions;
-  api->PJRT_Executable_NumOutputs = Executable_NumOutputs;
-  api->PJRT_Executable_SizeOfGeneratedCodeInBytes = Executable_SizeOfGeneratedCodeInBytes;
-  api->PJRT_Executable_GetCostAnalysis = Executable_GetCostAnalysis;
-  api->PJRT_Executable_OutputElementTypes = Executable_OutputElementTypes;
-  api->PJRT_Executable_OutputDimensions = Executable_OutputDimensions;
-  api->PJRT_Executable_OutputMemoryKinds = Executable_OutputMemoryKinds;
-  api->PJRT_Executable_OptimizedProgram = Executable_OptimizedProgram;
-  api->PJRT_Executable_Serialize = Executable_Serialize;
-  api->PJRT_Executable_Fingerprint = Executable_Fingerprint;
-  api->PJRT_Executable_GetCompiledMemoryStats = Executable_GetCompiledMemoryStats;
-  api->PJRT_Executable_DeserializeAndLoad = Executable_DeserializeAndLoad;
+  api->PJRT_Executable_Destroy = PJRT_Executable_Destroy;
+  api->PJRT_Executable_Name = PJRT_Executable_Name;
+  api->PJRT_Executable_NumReplicas = PJRT_Executable_NumReplicas;
+  api->PJRT_Executable_NumPartitions = PJRT_Executable_NumPartitions;
+  api->PJRT_Executable_NumOutputs = PJRT_Executable_NumOutputs;
+  api->PJRT_Executable_SizeOfGeneratedCodeInBytes = PJRT_Executable_SizeOfGeneratedCodeInBytes;
+  api->PJRT_Executable_GetCostAnalysis = PJRT_Executable_GetCostAnalysis;
+  api->PJRT_Executable_OutputElementTypes = PJRT_Executable_OutputElementTypes;
+  api->PJRT_Executable_OutputDimensions = PJRT_Executable_OutputDimensions;
+  api->PJRT_Executable_OutputMemoryKinds = PJRT_Executable_OutputMemoryKinds;
+  api->PJRT_Executable_OptimizedProgram = PJRT_Executable_OptimizedProgram;
+  api->PJRT_Executable_Serialize = PJRT_Executable_Serialize;
+  api->PJRT_Executable_Fingerprint = PJRT_Executable_Fingerprint;
+  api->PJRT_Executable_GetCompiledMemoryStats = PJRT_Executable_GetCompiledMemoryStats;
+  api->PJRT_Executable_DeserializeAndLoad = PJRT_Executable_DeserializeAndLoad;
 }
 
 }  // namespace pjrt_neuron::api

@@ -9,13 +9,13 @@ namespace {
 
 class ExecuteContext : public core::Tagged<0x4e435458> {};
 
-PN_ENTRY(ExecuteContext_Create) {
+PN_ENTRY(PJRT_ExecuteContext_Create) {
   PN_REQUIRE_ARGS(args, PJRT_ExecuteContext_Create_Args, context);
   args->context = reinterpret_cast<PJRT_ExecuteContext*>(new ExecuteContext());
   return Status::Ok();
 }
 
-PN_ENTRY(ExecuteContext_Destroy) {
+PN_ENTRY(PJRT_ExecuteContext_Destroy) {
   PN_REQUIRE_ARGS(args, PJRT_ExecuteContext_Destroy_Args, context);
   PN_ASSIGN_OR_RETURN(ExecuteContext * context, (Unwrap<ExecuteContext>(args->context, "context")));
   delete context;
@@ -25,8 +25,8 @@ PN_ENTRY(ExecuteContext_Destroy) {
 }  // namespace
 
 void BindExecuteContexts(PJRT_Api* api) {
-  api->PJRT_ExecuteContext_Create = ExecuteContext_Create;
-  api->PJRT_ExecuteContext_Destroy = ExecuteContext_Destroy;
+  api->PJRT_ExecuteContext_Create = PJRT_ExecuteContext_Create;
+  api->PJRT_ExecuteContext_Destroy = PJRT_ExecuteContext_Destroy;
 }
 
 }  // namespace pjrt_neuron::api

@@ -9,21 +9,21 @@ StatusOr<core::LoadedExecutable*> UnwrapLoaded(PJRT_LoadedExecutable* e, const c
   return Unwrap<core::LoadedExecutable>(e, field);
 }
 
-PN_ENTRY(LoadedExecutable_Destroy) {
+PN_ENTRY(PJRT_LoadedExecutable_Destroy) {
   PN_REQUIRE_ARGS(args, PJRT_LoadedExecutable_Destroy_Args, executable);
   PN_ASSIGN_OR_RETURN(core::LoadedExecutable * executable, UnwrapLoaded(args->executable));
   delete executable;
   return Status::Ok();
 }
 
-PN_ENTRY(LoadedExecutable_GetExecutable) {
+PN_ENTRY(PJRT_LoadedExecutable_GetExecutable) {
   PN_REQUIRE_ARGS(args, PJRT_LoadedExecutable_GetExecutable_Args, executable);
   PN_ASSIGN_OR_RETURN(core::LoadedExecutable * loaded, UnwrapLoaded(args->loaded_executable, "loaded_executable"));
   args->executable = Wrap<PJRT_Executable>(new core::Executable(loaded->program()));
   return Status::Ok();
 }
 
-PN_ENTRY(LoadedExecutable_AddressableDevices) {
+PN_ENTRY(PJRT_LoadedExecutable_AddressableDevices) {
   PN_REQUIRE_ARGS(args, PJRT_LoadedExecutable_AddressableDevices_Args, num_addressable_devices);
   PN_ASSIGN_OR_RETURN(core::LoadedExecutable * loaded, UnwrapLoaded(args->executable));
   args->addressable_devices = reinterpret_cast<PJRT_Device* const*>(loaded->addressable_devices().data());
@@ -31,21 +31,21 @@ PN_ENTRY(LoadedExecutable_AddressableDevices) {
   return Status::Ok();
 }
 
-PN_ENTRY(LoadedExecutable_Delete) {
+PN_ENTRY(PJRT_LoadedExecutable_Delete) {
   PN_REQUIRE_ARGS(args, PJRT_LoadedExecutable_Delete_Args, executable);
   PN_ASSIGN_OR_RETURN(core::LoadedExecutable * loaded, UnwrapLoaded(args->executable));
   loaded->Delete();
   return Status::Ok();
 }
 
-PN_ENTRY(LoadedExecutable_IsDeleted) {
+PN_ENTRY(PJRT_LoadedExecutable_IsDeleted) {
   PN_REQUIRE_ARGS(args, PJRT_LoadedExecutable_IsDeleted_Args, is_deleted);
   PN_ASSIGN_OR_RETURN(core::LoadedExecutable * loaded, UnwrapLoaded(args->executable));
   args->is_deleted = loaded->IsDeleted();
   return Status::Ok();
 }
 
-PN_ENTRY(LoadedExecutable_Fingerprint) {
+PN_ENTRY(PJRT_LoadedExecutable_Fingerprint) {
   PN_REQUIRE_ARGS(args, PJRT_LoadedExecutable_Fingerprint_Args, executable_fingerprint_size);
   PN_ASSIGN_OR_RETURN(core::LoadedExecutable * loaded, UnwrapLoaded(args->executable));
   const ExecutableViews& views = ViewsOf(loaded->program());
@@ -55,7 +55,7 @@ PN_ENTRY(LoadedExecutable_Fingerprint) {
   return Status::Ok();
 }
 
-PN_ENTRY(LoadedExecutable_GetDeviceAssignment) {
+PN_ENTRY(PJRT_LoadedExecutable_GetDeviceAssignment) {
   PN_REQUIRE_ARGS(args, PJRT_LoadedExecutable_GetDeviceAssignment_Args, serialized_device_assignment_deleter);
   PN_ASSIGN_OR_RETURN(core::LoadedExecutable * loaded, UnwrapLoaded(args->executable));
   PN_ASSIGN_OR_RETURN(std::string bytes, loaded->SerializedDeviceAssignment());
@@ -69,7 +69,7 @@ PN_ENTRY(LoadedExecutable_GetDeviceAssignment) {
   return Status::Ok();
 }
 
-PN_ENTRY(LoadedExecutable_AddressableDeviceLogicalIds) {
+PN_ENTRY(PJRT_LoadedExecutable_AddressableDeviceLogicalIds) {
   PN_REQUIRE_ARGS(args, PJRT_LoadedExecutable_AddressableDeviceLogicalIds_Args, num_addressable_device_logical_ids);
   PN_ASSIGN_OR_RETURN(core::LoadedExecutable * loaded, UnwrapLoaded(args->executable));
   PN_ASSIGN_OR_RETURN(const auto* ids, loaded->AddressableLogicalIds());
@@ -100,7 +100,7 @@ StatusOr<engine::ExecuteOptions> ReadExecuteOptions(const PJRT_ExecuteOptions* o
   return out;
 }
 
-PN_ENTRY(LoadedExecutable_Execute) {
+PN_ENTRY(PJRT_LoadedExecutable_Execute) {
   PN_REQUIRE_ARGS(args, PJRT_LoadedExecutable_Execute_Args, device_complete_events);
   PN_ASSIGN_OR_RETURN(core::LoadedExecutable * loaded, UnwrapLoaded(args->executable));
   PN_ASSIGN_OR_RETURN(engine::ExecuteOptions options, ReadExecuteOptions(args->options));
@@ -144,18 +144,18 @@ PN_ENTRY(LoadedExecutable_Execute) {
 }  // namespace
 
 void BindNewerLoadedExecutables(PJRT_Api_Newer* api) {
-  api->PJRT_LoadedExecutable_AddressableDeviceLogicalIds = LoadedExecutable_AddressableDeviceLogicalIds;
+  api->PJRT_LoadedExecutable_AddressableDeviceLogicalIds = PJRT_LoadedExecutable_AddressableDeviceLogicalIds;
 }
 
 void BindLoadedExecutables(PJRT_Api* api) {
-  api->PJRT_LoadedExecutable_Destroy = LoadedExecutable_Destroy;
-  api->PJRT_LoadedExecutable_GetExecutable = LoadedExecutable_GetExecutable;
-  api->PJRT_LoadedExecutable_AddressableDevices = LoadedExecutable_AddressableDevices;
-  api->PJRT_LoadedExecutable_Delete = LoadedExecutable_Delete;
-  api->PJRT_LoadedExecutable_IsDeleted = LoadedExecutable_IsDeleted;
-  api->PJRT_LoadedExecutable_Execute = LoadedExecutable_Execute;
-  api->PJRT_LoadedExecutable_Fingerprint = LoadedExecutable_Fingerprint;
-  api->PJRT_LoadedExecutable_GetDeviceAssignment = LoadedExecutable_GetDeviceAssignment;
+  api->PJRT_LoadedExecutable_Destroy = PJRT_LoadedExecutable_Destroy;
+  api->PJRT_LoadedExecutable_GetExecutable = PJRT_LoadedExecutable_GetExecutable;
+  api->PJRT_LoadedExecutable_AddressableDevices = PJRT_LoadedExecutable_AddressableDevices;
+  api->PJRT_LoadedExecutable_Delete = PJRT_LoadedExecutable_Delete;
+  api->PJRT_LoadedExecutable_IsDeleted = PJRT_LoadedExecutable_IsDeleted;
+  api->PJRT_LoadedExecutable_Execute = PJRT_LoadedExecutable_Execute;
+  api->PJRT_LoadedExecutable_Fingerprint = PJRT_LoadedExecutable_Fingerprint;
+  api->PJRT_LoadedExecutable_GetDeviceAssignment = PJRT_LoadedExecutable_GetDeviceAssignment;
 }
 
 }  // namespace pjrt_neuron::api

@@ -6,14 +6,14 @@ namespace {
 
 StatusOr<core::Memory*> UnwrapMemory(PJRT_Memory* m) { return Unwrap<core::Memory>(m, "memory"); }
 
-PN_ENTRY(Memory_Id) {
+PN_ENTRY(PJRT_Memory_Id) {
   PN_REQUIRE_ARGS(args, PJRT_Memory_Id_Args, id);
   PN_ASSIGN_OR_RETURN(core::Memory * memory, UnwrapMemory(args->memory));
   args->id = memory->id();
   return Status::Ok();
 }
 
-PN_ENTRY(Memory_Kind) {
+PN_ENTRY(PJRT_Memory_Kind) {
   PN_REQUIRE_ARGS(args, PJRT_Memory_Kind_Args, kind_size);
   PN_ASSIGN_OR_RETURN(core::Memory * memory, UnwrapMemory(args->memory));
   args->kind = memory->kind().c_str();
@@ -21,14 +21,14 @@ PN_ENTRY(Memory_Kind) {
   return Status::Ok();
 }
 
-PN_ENTRY(Memory_Kind_Id) {
+PN_ENTRY(PJRT_Memory_Kind_Id) {
   PN_REQUIRE_ARGS(args, PJRT_Memory_Kind_Id_Args, kind_id);
   PN_ASSIGN_OR_RETURN(core::Memory * memory, UnwrapMemory(args->memory));
   args->kind_id = memory->kind_id();
   return Status::Ok();
 }
 
-PN_ENTRY(Memory_DebugString) {
+PN_ENTRY(PJRT_Memory_DebugString) {
   PN_REQUIRE_ARGS(args, PJRT_Memory_DebugString_Args, debug_string_size);
   PN_ASSIGN_OR_RETURN(core::Memory * memory, UnwrapMemory(args->memory));
   args->debug_string = memory->debug_string().c_str();
@@ -36,7 +36,7 @@ PN_ENTRY(Memory_DebugString) {
   return Status::Ok();
 }
 
-PN_ENTRY(Memory_ToString) {
+PN_ENTRY(PJRT_Memory_ToString) {
   PN_REQUIRE_ARGS(args, PJRT_Memory_ToString_Args, to_string_size);
   PN_ASSIGN_OR_RETURN(core::Memory * memory, UnwrapMemory(args->memory));
   args->to_string = memory->to_string().c_str();
@@ -44,7 +44,7 @@ PN_ENTRY(Memory_ToString) {
   return Status::Ok();
 }
 
-PN_ENTRY(Memory_AddressableByDevices) {
+PN_ENTRY(PJRT_Memory_AddressableByDevices) {
   PN_REQUIRE_ARGS(args, PJRT_Memory_AddressableByDevices_Args, num_devices);
   PN_ASSIGN_OR_RETURN(core::Memory * memory, UnwrapMemory(args->memory));
   // One device per memory: point at the memory's own device field.
@@ -75,12 +75,12 @@ constexpr PJRT_Memory_FunctionTable kMemoryFunctionTable = {
 const PJRT_Memory_FunctionTable* MemoryFunctionTable() { return &kMemoryFunctionTable; }
 
 void BindMemories(PJRT_Api* api) {
-  api->PJRT_Memory_Id = Memory_Id;
-  api->PJRT_Memory_Kind = Memory_Kind;
-  api->PJRT_Memory_Kind_Id = Memory_Kind_Id;
-  api->PJRT_Memory_DebugString = Memory_DebugString;
-  api->PJRT_Memory_ToString = Memory_ToString;
-  api->PJRT_Memory_AddressableByDevices = Memory_AddressableByDevices;
+  api->PJRT_Memory_Id = PJRT_Memory_Id;
+  api->PJRT_Memory_Kind = PJRT_Memory_Kind;
+  api->PJRT_Memory_Kind_Id = PJRT_Memory_Kind_Id;
+  api->PJRT_Memory_DebugString = PJRT_Memory_DebugString;
+  api->PJRT_Memory_ToString = PJRT_Memory_ToString;
+  api->PJRT_Memory_AddressableByDevices = PJRT_Memory_AddressableByDevices;
 }
 
 }  // namespace pjrt_neuron::api

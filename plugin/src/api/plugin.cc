@@ -7,13 +7,13 @@
 namespace pjrt_neuron::api {
 namespace {
 
-PN_ENTRY(Plugin_Initialize) {
+PN_ENTRY(PJRT_Plugin_Initialize) {
   PN_REQUIRE_ARGS(args, PJRT_Plugin_Initialize_Args, extension_start);
   return Status::Ok();
 }
 
 // JAX serialises StableHLO to the versions named here, so they come from the engine.
-PN_ENTRY(Plugin_Attributes) {
+PN_ENTRY(PJRT_Plugin_Attributes) {
   // Headers before the fix of this struct's size macro (torch-xla 2.8's) end it at
   // `attributes`, although their struct has `num_attributes` too: accept that size, and
   // write both fields, as those callers read both.
@@ -33,8 +33,8 @@ PN_ENTRY(Plugin_Attributes) {
 }  // namespace
 
 void BindPlugin(PJRT_Api* api) {
-  api->PJRT_Plugin_Initialize = Plugin_Initialize;
-  api->PJRT_Plugin_Attributes = Plugin_Attributes;
+  api->PJRT_Plugin_Initialize = PJRT_Plugin_Initialize;
+  api->PJRT_Plugin_Attributes = PJRT_Plugin_Attributes;
 }
 
 }  // namespace pjrt_neuron::api

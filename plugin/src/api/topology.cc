@@ -13,7 +13,7 @@ StatusOr<core::Topology*> UnwrapTopology(const PJRT_TopologyDescription* t) {
 }
 
 // Topologies made by TopologyDescription_Create are the caller's; a client's are the client's.
-PN_ENTRY(TopologyDescription_Create) {
+PN_ENTRY(PJRT_TopologyDescription_Create) {
   PN_REQUIRE_ARGS(args, PJRT_TopologyDescription_Create_Args, topology);
   PN_ASSIGN_OR_RETURN(engine::Attributes options, ReadNamedValues(args->create_options, args->num_options));
   std::string name = args->topology_name != nullptr ? std::string(args->topology_name, args->topology_name_size) : "";
@@ -24,7 +24,7 @@ PN_ENTRY(TopologyDescription_Create) {
   return Status::Ok();
 }
 
-PN_ENTRY(TopologyDescription_Destroy) {
+PN_ENTRY(PJRT_TopologyDescription_Destroy) {
   PN_REQUIRE_ARGS(args, PJRT_TopologyDescription_Destroy_Args, topology);
   PN_ASSIGN_OR_RETURN(core::Topology * topology, UnwrapTopology(args->topology));
   if (topology->owned_by_client) return InvalidArgument("this topology belongs to its client and lives as long as it");
@@ -33,7 +33,7 @@ PN_ENTRY(TopologyDescription_Destroy) {
   return Status::Ok();
 }
 
-PN_ENTRY(TopologyDescription_PlatformName) {
+PN_ENTRY(PJRT_TopologyDescription_PlatformName) {
   PN_REQUIRE_ARGS(args, PJRT_TopologyDescription_PlatformName_Args, platform_name_size);
   PN_ASSIGN_OR_RETURN(core::Topology * topology, UnwrapTopology(args->topology));
   (void)topology;
@@ -43,7 +43,7 @@ PN_ENTRY(TopologyDescription_PlatformName) {
   return Status::Ok();
 }
 
-PN_ENTRY(TopologyDescription_PlatformVersion) {
+PN_ENTRY(PJRT_TopologyDescription_PlatformVersion) {
   PN_REQUIRE_ARGS(args, PJRT_TopologyDescription_PlatformVersion_Args, platform_version_size);
   PN_ASSIGN_OR_RETURN(core::Topology * topology, UnwrapTopology(args->topology));
   (void)topology;
@@ -53,7 +53,7 @@ PN_ENTRY(TopologyDescription_PlatformVersion) {
   return Status::Ok();
 }
 
-PN_ENTRY(TopologyDescription_GetDeviceDescriptions) {
+PN_ENTRY(PJRT_TopologyDescription_GetDeviceDescriptions) {
   PN_REQUIRE_ARGS(args, PJRT_TopologyDescription_GetDeviceDescriptions_Args, num_descriptions);
   PN_ASSIGN_OR_RETURN(core::Topology * topology, UnwrapTopology(args->topology));
   static_assert(sizeof(std::unique_ptr<core::DeviceDescription>) == sizeof(PJRT_DeviceDescription*),
@@ -63,7 +63,7 @@ PN_ENTRY(TopologyDescription_GetDeviceDescriptions) {
   return Status::Ok();
 }
 
-PN_ENTRY(TopologyDescription_Attributes) {
+PN_ENTRY(PJRT_TopologyDescription_Attributes) {
   PN_REQUIRE_ARGS(args, PJRT_TopologyDescription_Attributes_Args, num_attributes);
   PN_ASSIGN_OR_RETURN(core::Topology * topology, UnwrapTopology(args->topology));
   const NamedValues& values = AttributeViews(*topology);
@@ -72,7 +72,7 @@ PN_ENTRY(TopologyDescription_Attributes) {
   return Status::Ok();
 }
 
-PN_ENTRY(TopologyDescription_Serialize) {
+PN_ENTRY(PJRT_TopologyDescription_Serialize) {
   PN_REQUIRE_ARGS(args, PJRT_TopologyDescription_Serialize_Args, serialized_topology_deleter);
   PN_ASSIGN_OR_RETURN(core::Topology * topology, UnwrapTopology(args->topology));
   auto* bytes = new std::string(core::SerializeTopology(*topology));
@@ -83,7 +83,7 @@ PN_ENTRY(TopologyDescription_Serialize) {
   return Status::Ok();
 }
 
-PN_ENTRY(TopologyDescription_Deserialize) {
+PN_ENTRY(PJRT_TopologyDescription_Deserialize) {
   PN_REQUIRE_ARGS(args, PJRT_TopologyDescription_Deserialize_Args, topology);
   if (args->serialized_topology == nullptr) return InvalidArgument("`serialized_topology` is null");
   PN_ASSIGN_OR_RETURN(auto topology,
@@ -93,7 +93,7 @@ PN_ENTRY(TopologyDescription_Deserialize) {
 }
 
 // Equal for topologies that compile alike: the same instance shape and plugin version.
-PN_ENTRY(TopologyDescription_Fingerprint) {
+PN_ENTRY(PJRT_TopologyDescription_Fingerprint) {
   PN_REQUIRE_ARGS(args, PJRT_TopologyDescription_Fingerprint_Args, fingerprint);
   PN_ASSIGN_OR_RETURN(core::Topology * topology, UnwrapTopology(args->topology));
   uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a
@@ -104,7 +104,7 @@ PN_ENTRY(TopologyDescription_Fingerprint) {
   return Status::Ok();
 }
 
-PN_ENTRY(TopologyDescription_GetMemorySpaceKindIds) {
+PN_ENTRY(PJRT_TopologyDescription_GetMemorySpaceKindIds) {
   PN_REQUIRE_ARGS(args, PJRT_TopologyDescription_GetMemorySpaceKindIds_Args, num_memory_space_kind_ids);
   PN_ASSIGN_OR_RETURN(core::Topology * topology, UnwrapTopology(args->topology));
   (void)topology;
@@ -120,7 +120,7 @@ PN_ENTRY(TopologyDescription_GetMemorySpaceKindIds) {
 }
 
 // Ahead-of-time: compiles for the topology's cores without claiming them.
-PN_ENTRY(Compile) {
+PN_ENTRY(PJRT_Compile) {
   PN_REQUIRE_ARGS(args, PJRT_Compile_Args, executable);
   PN_ASSIGN_OR_RETURN(core::Topology * topology, UnwrapTopology(args->topology));
   std::string options;
@@ -136,20 +136,20 @@ PN_ENTRY(Compile) {
 }  // namespace
 
 void BindNewerTopology(PJRT_Api_Newer* api) {
-  api->PJRT_TopologyDescription_Fingerprint = TopologyDescription_Fingerprint;
-  api->PJRT_TopologyDescription_GetMemorySpaceKindIds = TopologyDescription_GetMemorySpaceKindIds;
+  api->PJRT_TopologyDescription_Fingerprint = PJRT_TopologyDescription_Fingerprint;
+  api->PJRT_TopologyDescription_GetMemorySpaceKindIds = PJRT_TopologyDescription_GetMemorySpaceKindIds;
 }
 
 void BindTopology(PJRT_Api* api) {
-  api->PJRT_TopologyDescription_Serialize = TopologyDescription_Serialize;
-  api->PJRT_TopologyDescription_Deserialize = TopologyDescription_Deserialize;
-  api->PJRT_Compile = Compile;
-  api->PJRT_TopologyDescription_Create = TopologyDescription_Create;
-  api->PJRT_TopologyDescription_Destroy = TopologyDescription_Destroy;
-  api->PJRT_TopologyDescription_PlatformName = TopologyDescription_PlatformName;
-  api->PJRT_TopologyDescription_PlatformVersion = TopologyDescription_PlatformVersion;
-  api->PJRT_TopologyDescription_GetDeviceDescriptions = TopologyDescription_GetDeviceDescriptions;
-  api->PJRT_TopologyDescription_Attributes = TopologyDescription_Attributes;
+  api->PJRT_TopologyDescription_Serialize = PJRT_TopologyDescription_Serialize;
+  api->PJRT_TopologyDescription_Deserialize = PJRT_TopologyDescription_Deserialize;
+  api->PJRT_Compile = PJRT_Compile;
+  api->PJRT_TopologyDescription_Create = PJRT_TopologyDescription_Create;
+  api->PJRT_TopologyDescription_Destroy = PJRT_TopologyDescription_Destroy;
+  api->PJRT_TopologyDescription_PlatformName = PJRT_TopologyDescription_PlatformName;
+  api->PJRT_TopologyDescription_PlatformVersion = PJRT_TopologyDescription_PlatformVersion;
+  api->PJRT_TopologyDescription_GetDeviceDescriptions = PJRT_TopologyDescription_GetDeviceDescriptions;
+  api->PJRT_TopologyDescription_Attributes = PJRT_TopologyDescription_Attributes;
 }
 
 }  // namespace pjrt_neuron::api

@@ -9,7 +9,7 @@ StatusOr<core::TransferManager*> UnwrapManager(PJRT_AsyncHostToDeviceTransferMan
   return Unwrap<core::TransferManager>(m, "transfer_manager");
 }
 
-PN_ENTRY(Client_CreateBuffersForAsyncHostToDevice) {
+PN_ENTRY(PJRT_Client_CreateBuffersForAsyncHostToDevice) {
   PN_REQUIRE_ARGS(args, PJRT_Client_CreateBuffersForAsyncHostToDevice_Args, transfer_manager);
   PN_ASSIGN_OR_RETURN(core::Client * client, (Unwrap<core::Client>(args->client, "client")));
   if (args->memory == nullptr) return InvalidArgument("`memory` is null");
@@ -34,7 +34,7 @@ PN_ENTRY(Client_CreateBuffersForAsyncHostToDevice) {
   return Status::Ok();
 }
 
-PN_ENTRY(AsyncHostToDeviceTransferManager_Destroy) {
+PN_ENTRY(PJRT_AsyncHostToDeviceTransferManager_Destroy) {
   PN_REQUIRE_ARGS(args, PJRT_AsyncHostToDeviceTransferManager_Destroy_Args, transfer_manager);
   if (args->transfer_manager == nullptr) return Status::Ok();  // allowed by the API
   PN_ASSIGN_OR_RETURN(core::TransferManager * manager, UnwrapManager(args->transfer_manager));
@@ -42,7 +42,7 @@ PN_ENTRY(AsyncHostToDeviceTransferManager_Destroy) {
   return Status::Ok();
 }
 
-PN_ENTRY(AsyncHostToDeviceTransferManager_TransferData) {
+PN_ENTRY(PJRT_AsyncHostToDeviceTransferManager_TransferData) {
   PN_REQUIRE_ARGS(args, PJRT_AsyncHostToDeviceTransferManager_TransferData_Args, done_with_h2d_transfer);
   PN_ASSIGN_OR_RETURN(core::TransferManager * manager, UnwrapManager(args->transfer_manager));
   PN_ASSIGN_OR_RETURN(auto done, manager->TransferData(args->buffer_index, args->data, args->offset,
@@ -51,7 +51,7 @@ PN_ENTRY(AsyncHostToDeviceTransferManager_TransferData) {
   return Status::Ok();
 }
 
-PN_ENTRY(AsyncHostToDeviceTransferManager_RetrieveBuffer) {
+PN_ENTRY(PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer) {
   PN_REQUIRE_ARGS(args, PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer_Args, buffer_out);
   PN_ASSIGN_OR_RETURN(core::TransferManager * manager, UnwrapManager(args->transfer_manager));
   PN_ASSIGN_OR_RETURN(auto buffer, manager->RetrieveBuffer(args->buffer_index));
@@ -59,28 +59,28 @@ PN_ENTRY(AsyncHostToDeviceTransferManager_RetrieveBuffer) {
   return Status::Ok();
 }
 
-PN_ENTRY(AsyncHostToDeviceTransferManager_Device) {
+PN_ENTRY(PJRT_AsyncHostToDeviceTransferManager_Device) {
   PN_REQUIRE_ARGS(args, PJRT_AsyncHostToDeviceTransferManager_Device_Args, device_out);
   PN_ASSIGN_OR_RETURN(core::TransferManager * manager, UnwrapManager(args->transfer_manager));
   args->device_out = Wrap<PJRT_Device>(manager->device());
   return Status::Ok();
 }
 
-PN_ENTRY(AsyncHostToDeviceTransferManager_BufferCount) {
+PN_ENTRY(PJRT_AsyncHostToDeviceTransferManager_BufferCount) {
   PN_REQUIRE_ARGS(args, PJRT_AsyncHostToDeviceTransferManager_BufferCount_Args, buffer_count);
   PN_ASSIGN_OR_RETURN(core::TransferManager * manager, UnwrapManager(args->transfer_manager));
   args->buffer_count = manager->buffer_count();
   return Status::Ok();
 }
 
-PN_ENTRY(AsyncHostToDeviceTransferManager_BufferSize) {
+PN_ENTRY(PJRT_AsyncHostToDeviceTransferManager_BufferSize) {
   PN_REQUIRE_ARGS(args, PJRT_AsyncHostToDeviceTransferManager_BufferSize_Args, buffer_size);
   PN_ASSIGN_OR_RETURN(core::TransferManager * manager, UnwrapManager(args->transfer_manager));
   PN_ASSIGN_OR_RETURN(args->buffer_size, manager->BufferSize(args->buffer_index));
   return Status::Ok();
 }
 
-PN_ENTRY(AsyncHostToDeviceTransferManager_SetBufferError) {
+PN_ENTRY(PJRT_AsyncHostToDeviceTransferManager_SetBufferError) {
   PN_REQUIRE_ARGS(args, PJRT_AsyncHostToDeviceTransferManager_SetBufferError_Args, error_message_size);
   PN_ASSIGN_OR_RETURN(core::TransferManager * manager, UnwrapManager(args->transfer_manager));
   if (args->error_message_size > 0 && args->error_message == nullptr) return InvalidArgument("`error_message` is null");
@@ -90,7 +90,7 @@ PN_ENTRY(AsyncHostToDeviceTransferManager_SetBufferError) {
 }
 
 // Metadata is a hint to the transport; there is none to give it to.
-PN_ENTRY(AsyncHostToDeviceTransferManager_AddMetadata) {
+PN_ENTRY(PJRT_AsyncHostToDeviceTransferManager_AddMetadata) {
   PN_REQUIRE_ARGS(args, PJRT_AsyncHostToDeviceTransferManager_AddMetadata_Args, num_metadata);
   PN_ASSIGN_OR_RETURN(core::TransferManager * manager, UnwrapManager(args->transfer_manager));
   (void)manager;
@@ -101,15 +101,15 @@ PN_ENTRY(AsyncHostToDeviceTransferManager_AddMetadata) {
 }  // namespace
 
 void BindTransferManagers(PJRT_Api* api) {
-  api->PJRT_Client_CreateBuffersForAsyncHostToDevice = Client_CreateBuffersForAsyncHostToDevice;
-  api->PJRT_AsyncHostToDeviceTransferManager_Destroy = AsyncHostToDeviceTransferManager_Destroy;
-  api->PJRT_AsyncHostToDeviceTransferManager_TransferData = AsyncHostToDeviceTransferManager_TransferData;
-  api->PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer = AsyncHostToDeviceTransferManager_RetrieveBuffer;
-  api->PJRT_AsyncHostToDeviceTransferManager_Device = AsyncHostToDeviceTransferManager_Device;
-  api->PJRT_AsyncHostToDeviceTransferManager_BufferCount = AsyncHostToDeviceTransferManager_BufferCount;
-  api->PJRT_AsyncHostToDeviceTransferManager_BufferSize = AsyncHostToDeviceTransferManager_BufferSize;
-  api->PJRT_AsyncHostToDeviceTransferManager_SetBufferError = AsyncHostToDeviceTransferManager_SetBufferError;
-  api->PJRT_AsyncHostToDeviceTransferManager_AddMetadata = AsyncHostToDeviceTransferManager_AddMetadata;
+  api->PJRT_Client_CreateBuffersForAsyncHostToDevice = PJRT_Client_CreateBuffersForAsyncHostToDevice;
+  api->PJRT_AsyncHostToDeviceTransferManager_Destroy = PJRT_AsyncHostToDeviceTransferManager_Destroy;
+  api->PJRT_AsyncHostToDeviceTransferManager_TransferData = PJRT_AsyncHostToDeviceTransferManager_TransferData;
+  api->PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer = PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer;
+  api->PJRT_AsyncHostToDeviceTransferManager_Device = PJRT_AsyncHostToDeviceTransferManager_Device;
+  api->PJRT_AsyncHostToDeviceTransferManager_BufferCount = PJRT_AsyncHostToDeviceTransferManager_BufferCount;
+  api->PJRT_AsyncHostToDeviceTransferManager_BufferSize = PJRT_AsyncHostToDeviceTransferManager_BufferSize;
+  api->PJRT_AsyncHostToDeviceTransferManager_SetBufferError = PJRT_AsyncHostToDeviceTransferManager_SetBufferError;
+  api->PJRT_AsyncHostToDeviceTransferManager_AddMetadata = PJRT_AsyncHostToDeviceTransferManager_AddMetadata;
 }
 
 }  // namespace pjrt_neuron::api
