@@ -33,15 +33,6 @@ A = np.arange(6, dtype=np.float32).reshape(2, 3)
 TIMEOUT = 600
 
 
-@pytest.fixture(scope="module")
-def standin():
-    from neuron_standin import build
-    try:
-        return build.build()
-    except build.BuildError as error:
-        pytest.skip(f"the Neuron stand-in does not build here: {error}")
-
-
 def standin_env(standin, lock_dir, **extra) -> dict:
     env = {
         **standin.environment(lock_dir),

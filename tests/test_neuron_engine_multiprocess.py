@@ -53,15 +53,6 @@ _SCRUBBED = (
 )
 
 
-@pytest.fixture(scope="module")
-def standin():
-    from neuron_standin import build
-    try:
-        return build.build()
-    except build.BuildError as error:
-        pytest.skip(f"the Neuron stand-in does not build here: {error}")
-
-
 def _env(standin, neuron: bool, **settings) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"

@@ -26,15 +26,6 @@ TIMEOUT = 600
 
 
 @pytest.fixture(scope="module")
-def standin():
-    from neuron_standin import build
-    try:
-        return build.build()
-    except build.BuildError as error:
-        pytest.skip(f"the Neuron stand-in does not build here: {error}")
-
-
-@pytest.fixture(scope="module")
 def neuron_cache():
     with tempfile.TemporaryDirectory(prefix="pjrt-neuron-selftest-cache-") as directory:
         yield directory
