@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-namespace pjrt_neuron::api {
+namespace pjrt_neuron::exports {
 
 // Returns text.size(), the buffer needed being that plus one.
 inline long CopyToCaller(const std::string& text, char* out, size_t out_size) {
@@ -19,4 +19,4 @@ inline long CopyToCaller(const std::string& text, char* out, size_t out_size) {
   return static_cast<long>(text.size());
 }
 
-}  // namespace pjrt_neuron::api
+}  // namespace pjrt_neuron::exports

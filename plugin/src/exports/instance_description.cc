@@ -3,12 +3,12 @@
 // which core, as JSON, so the Python package reads the one table in the plugin instead of keeping its own.
 #include <string>
 
-#include "api/text_out.h"
+#include "exports/text_out.h"
 #include "common/json.h"
 #include "core/core_selection.h"
 #include "core/instance.h"
 
-namespace pjrt_neuron::api {
+namespace pjrt_neuron::exports {
 namespace {
 
 const char* LinksName(core::ChipLinks links) {
@@ -94,7 +94,7 @@ std::string CoreGenerationsJson() {
 }
 
 }  // namespace
-}  // namespace pjrt_neuron::api
+}  // namespace pjrt_neuron::exports
 
 // Writes the description of `instance_type` (logical NeuronCore config `lnc`, 0 for the
 // default) into `out`; returns the length needed, or -1 with the error message in `out`.
@@ -102,18 +102,18 @@ extern "C" __attribute__((visibility("default"))) long PjrtNeuron_DescribeInstan
                                                                                    char* out, size_t out_size) {
   auto shape = pjrt_neuron::core::ShapeInstance(instance_type ? instance_type : "", lnc);
   if (!shape.ok()) {
-    pjrt_neuron::api::CopyToCaller(shape.status().message(), out, out_size);
+    pjrt_neuron::exports::CopyToCaller(shape.status().message(), out, out_size);
     return -1;
   }
-  return pjrt_neuron::api::CopyToCaller(pjrt_neuron::api::Describe(shape.value()), out, out_size);
+  return pjrt_neuron::exports::CopyToCaller(pjrt_neuron::exports::Describe(shape.value()), out, out_size);
 }
 
 // Writes the per-generation figures estimates use as a JSON array; returns the length needed.
 extern "C" __attribute__((visibility("default"))) long PjrtNeuron_CoreGenerations(char* out, size_t out_size) {
-  return pjrt_neuron::api::CopyToCaller(pjrt_neuron::api::CoreGenerationsJson(), out, out_size);
+  return pjrt_neuron::exports::CopyToCaller(pjrt_neuron::exports::CoreGenerationsJson(), out, out_size);
 }
 
 // Writes the instance table as a JSON array, in its order; returns the length needed.
 extern "C" __attribute__((visibility("default"))) long PjrtNeuron_InstanceTypes(char* out, size_t out_size) {
-  return pjrt_neuron::api::CopyToCaller(pjrt_neuron::api::InstanceTypesJson(), out, out_size);
+  return pjrt_neuron::exports::CopyToCaller(pjrt_neuron::exports::InstanceTypesJson(), out, out_size);
 }

@@ -1,13 +1,13 @@
 // The tables, formats and rules the Python package reads from the library instead of keeping
 // copies: the version, the settings table and its checks, the compile cache's directory,
-// entry format and sizes. Each writes text into the caller's buffer (api/text_out.h).
+// entry format and sizes. Each writes text into the caller's buffer (exports/text_out.h).
 #include <cstdint>
 #include <sstream>
 #include <string>
 #include <variant>
 #include <vector>
 
-#include "api/text_out.h"
+#include "exports/text_out.h"
 #include "common/json.h"
 #include "common/settings.h"
 #include "common/version.h"
@@ -15,7 +15,7 @@
 #include "core/plugin_attributes.h"
 #include "core/settings_check.h"
 
-namespace pjrt_neuron::api {
+namespace pjrt_neuron::exports {
 namespace {
 
 std::vector<std::string> CommaList(const char* text) {
@@ -75,41 +75,41 @@ std::string AttributesJson(const engine::Attributes& attributes) {
 }
 
 }  // namespace
-}  // namespace pjrt_neuron::api
+}  // namespace pjrt_neuron::exports
 
 #define PN_PYTHON_EXPORT extern "C" __attribute__((visibility("default")))
 
 // The plugin's version (pyproject.toml's); returns the length needed.
 PN_PYTHON_EXPORT long PjrtNeuron_Version(char* out, size_t out_size) {
-  return pjrt_neuron::api::CopyToCaller(pjrt_neuron::PluginVersion(), out, out_size);
+  return pjrt_neuron::exports::CopyToCaller(pjrt_neuron::PluginVersion(), out, out_size);
 }
 
 // Every setting as a JSON array of {name, kind, default, default_text, meaning, allowed,
 // choices, read_by}; returns the length needed.
 PN_PYTHON_EXPORT long PjrtNeuron_Settings(char* out, size_t out_size) {
-  return pjrt_neuron::api::CopyToCaller(pjrt_neuron::settings::TableJson(), out, out_size);
+  return pjrt_neuron::exports::CopyToCaller(pjrt_neuron::settings::TableJson(), out, out_size);
 }
 
 // Checks the environment's values of the comma-separated setting `names` (all when null or
 // empty). Returns 0 when they are valid, else the length of the error message written to `out`.
 PN_PYTHON_EXPORT long PjrtNeuron_CheckSettings(const char* names, char* out, size_t out_size) {
-  const pjrt_neuron::Status status = pjrt_neuron::core::CheckSettings(pjrt_neuron::api::CommaList(names));
+  const pjrt_neuron::Status status = pjrt_neuron::core::CheckSettings(pjrt_neuron::exports::CommaList(names));
   if (status.ok()) {
-    pjrt_neuron::api::CopyToCaller("", out, out_size);
+    pjrt_neuron::exports::CopyToCaller("", out, out_size);
     return 0;
   }
-  return pjrt_neuron::api::CopyToCaller(status.message(), out, out_size);
+  return pjrt_neuron::exports::CopyToCaller(status.message(), out, out_size);
 }
 
 // The compile cache directory the environment selects; returns the length needed.
 PN_PYTHON_EXPORT long PjrtNeuron_CompileCacheDirectory(char* out, size_t out_size) {
-  return pjrt_neuron::api::CopyToCaller(pjrt_neuron::settings::CompileCacheDirectory(), out, out_size);
+  return pjrt_neuron::exports::CopyToCaller(pjrt_neuron::settings::CompileCacheDirectory(), out, out_size);
 }
 
 // The entry format's constants as JSON {magic, entry_suffix, failed_suffix, lock_suffix,
 // temporary_marker}; returns the length needed.
 PN_PYTHON_EXPORT long PjrtNeuron_CompileCacheFormat(char* out, size_t out_size) {
-  return pjrt_neuron::api::CopyToCaller(pjrt_neuron::api::CacheFormatJson(), out, out_size);
+  return pjrt_neuron::exports::CopyToCaller(pjrt_neuron::exports::CacheFormatJson(), out, out_size);
 }
 
 // Reads the entry at `path` as JSON {valid, problem, header (the header line, or null),
@@ -117,19 +117,19 @@ PN_PYTHON_EXPORT long PjrtNeuron_CompileCacheFormat(char* out, size_t out_size) 
 PN_PYTHON_EXPORT long PjrtNeuron_InspectCacheEntry(const char* path, char* out, size_t out_size) {
   auto entry = pjrt_neuron::core::ReadCacheEntry(path != nullptr ? path : "");
   if (!entry.ok()) {
-    pjrt_neuron::api::CopyToCaller(entry.status().message(), out, out_size);
+    pjrt_neuron::exports::CopyToCaller(entry.status().message(), out, out_size);
     return -1;
   }
-  return pjrt_neuron::api::CopyToCaller(pjrt_neuron::api::EntryJson(entry.value()), out, out_size);
+  return pjrt_neuron::exports::CopyToCaller(pjrt_neuron::exports::EntryJson(entry.value()), out, out_size);
 }
 
 // Parses a size as PJRT_NEURON_COMPILE_CACHE_MAX_SIZE is parsed (500M, 10G, 1.5GiB, 4096) into
 // `bytes`. Returns 0, else the length of the error message written to `message`.
 PN_PYTHON_EXPORT long PjrtNeuron_ParseSize(const char* text, int64_t* bytes, char* message, size_t message_size) {
   auto size = pjrt_neuron::settings::ParseSize("", text != nullptr ? text : "");
-  if (!size.ok()) return pjrt_neuron::api::CopyToCaller(size.status().message(), message, message_size);
+  if (!size.ok()) return pjrt_neuron::exports::CopyToCaller(size.status().message(), message, message_size);
   if (bytes != nullptr) *bytes = size.value();
-  pjrt_neuron::api::CopyToCaller("", message, message_size);
+  pjrt_neuron::exports::CopyToCaller("", message, message_size);
   return 0;
 }
 
@@ -137,6 +137,6 @@ PN_PYTHON_EXPORT long PjrtNeuron_ParseSize(const char* text, int64_t* bytes, cha
 // report, as a JSON object (core::EngineReport). `with_memory` != 0 opens a runtime session to
 // read each core's HBM (claiming the cores for the moment). Returns the length needed.
 PN_PYTHON_EXPORT long PjrtNeuron_EngineReport(int with_memory, char* out, size_t out_size) {
-  return pjrt_neuron::api::CopyToCaller(pjrt_neuron::api::AttributesJson(pjrt_neuron::core::EngineReport(with_memory != 0)),
+  return pjrt_neuron::exports::CopyToCaller(pjrt_neuron::exports::AttributesJson(pjrt_neuron::core::EngineReport(with_memory != 0)),
                                         out, out_size);
 }
