@@ -12,7 +12,9 @@ import os
 from pathlib import Path
 
 from pjrt_neuron import _native
-from pjrt_neuron._library import LIBRARY_NAME, ConfigurationError, library_path
+# Found here too (config.library_path, config.ConfigurationError): _library is where they live
+# so that _native, below config, can raise and load without importing config.
+from pjrt_neuron._library import LIBRARY_NAME, ConfigurationError, library_path  # noqa: F401
 from pjrt_neuron.estimation.hook import report_at_exit
 
 # The simulator's engine builds: (PJRT_NEURON_SIM_ENGINE value, module, file beside it, install hint).
