@@ -2,11 +2,11 @@
 in pjrt_neuron/estimation/ (model, records, targets, step, trace, report, command, hook)."""
 
 from pjrt_neuron.estimation import EstimateError
-from pjrt_neuron.estimation.command import main
+from pjrt_neuron.estimation.command import main, run_with_recording
 from pjrt_neuron.estimation.hook import Estimate, estimate_block, report_at_exit
 from pjrt_neuron.estimation.model import (MODEL_NAME, ProgramEstimate, Target, collective_seconds, estimate_program,
                                           tensor_engine_seconds)
-from pjrt_neuron.estimation.records import REPORT_VARIABLE, Program, read_records, run_with_recording
+from pjrt_neuron.estimation.records import REPORT_VARIABLE, Program, read_records
 from pjrt_neuron.estimation.report import format_text
 from pjrt_neuron.estimation.step import (DEPLOYMENTS, calibration_range, cost_per_million, deployment, estimate_for,
                                          step_window)

@@ -5,16 +5,29 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
+import tempfile
 
 from pjrt_neuron import roofline_plot
 from pjrt_neuron.estimation import EstimateError, require_positive
 from pjrt_neuron.estimation.model import MODEL_NAME, constants_json
-from pjrt_neuron.estimation.records import run_with_recording
+from pjrt_neuron.estimation.records import REPORT_VARIABLE, Program, read_records
 from pjrt_neuron.estimation.report import format_text
 from pjrt_neuron.estimation.step import estimate_for
 from pjrt_neuron.estimation.targets import known_instance_types, make_target
 from pjrt_neuron.estimation.trace import write_trace
+
+
+def run_with_recording(command: list[str]) -> tuple[int, dict[str, Program], list[dict], dict]:
+    with tempfile.TemporaryDirectory(prefix="pjrt-neuron-estimate-") as tmp:
+        report = os.path.join(tmp, "estimate.jsonl")
+        env = {**os.environ, REPORT_VARIABLE: report}
+        try:
+            returncode = subprocess.call(command, env=env)
+        except OSError as error:
+            raise EstimateError(f"could not run {command[0]!r}: {error.strerror}") from None
+        return (returncode, *read_records(report))
 
 
 def _parse_prices(items: list[str]) -> dict[str, float]:

@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
-
-from pjrt_neuron.estimation import EstimateError
 
 REPORT_VARIABLE = "PJRT_NEURON_ESTIMATE_REPORT"
 
@@ -58,17 +55,6 @@ def read_records(path: str, since_us: int = 0, until_us: int | None = None
             p.devices.update(e["devices"])
     executions.sort(key=lambda e: e["start_us"])
     return programs, executions, simulated
-
-
-def run_with_recording(command: list[str]) -> tuple[int, dict[str, Program], list[dict], dict]:
-    with tempfile.TemporaryDirectory(prefix="pjrt-neuron-estimate-") as tmp:
-        report = os.path.join(tmp, "estimate.jsonl")
-        env = {**os.environ, REPORT_VARIABLE: report}
-        try:
-            returncode = subprocess.call(command, env=env)
-        except OSError as error:
-            raise EstimateError(f"could not run {command[0]!r}: {error.strerror}") from None
-        return (returncode, *read_records(report))
 
 
 def start_recording() -> str:
