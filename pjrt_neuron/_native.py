@@ -14,6 +14,8 @@ import json
 import os
 import threading
 
+from pjrt_neuron._library import ConfigurationError, library_path
+
 _lock = threading.Lock()
 _library: ctypes.CDLL | None = None
 
@@ -35,26 +37,18 @@ _SIGNATURES = {
 }
 
 
-def _configuration_error(message: str) -> Exception:
-    from pjrt_neuron.config import ConfigurationError  # config reads its rules from here
-
-    return ConfigurationError(message)
-
-
 def library() -> ctypes.CDLL:
-    """libpjrt_neuron.so (config.library_path()), loaded on first use with its signatures declared."""
+    """libpjrt_neuron.so (library_path()), loaded on first use with its signatures declared."""
     global _library
     with _lock:
         if _library is None:
-            from pjrt_neuron.config import library_path
-
             path = library_path()
             loaded = ctypes.CDLL(path, mode=os.RTLD_LOCAL | os.RTLD_NOW)
             for name, (restype, argtypes) in _SIGNATURES.items():
                 try:
                     function = getattr(loaded, name)
                 except AttributeError:
-                    raise _configuration_error(
+                    raise ConfigurationError(
                         f"{path} has no {name}: it is older than this pjrt_neuron package; reinstall pjrt-neuron "
                         "(or unset PJRT_NEURON_LIBRARY_PATH)") from None
                 function.restype = restype
@@ -99,7 +93,7 @@ def check_settings(*names: str) -> None:
     value of one of `names` (every setting when none is given) is not valid."""
     result, message = _text("PjrtNeuron_CheckSettings", ",".join(names).encode())
     if result != 0:
-        raise _configuration_error(message)
+        raise ConfigurationError(message)
 
 
 @functools.lru_cache(maxsize=None)
@@ -112,14 +106,14 @@ def instance_types() -> tuple[dict, ...]:
 def core_generations() -> tuple[dict, ...]:
     """Per-generation figures for estimates: core_generation, matmul_tflops_bf16/fp8/fp32 (a chip),
     vector/scalar_tflops_per_core, hbm/link_bytes_per_second (a chip), sbuf_bytes_per_core; the estimate's
-    own constants (launch, collective latency, efficiencies) are in estimator_model.CONSTANTS."""
+    own constants (launch, collective latency, efficiencies) are in pjrt_neuron/estimation/model.py's CONSTANTS."""
     return tuple(json.loads(_text("PjrtNeuron_CoreGenerations")[1]))
 
 
 def describe_instance(instance_type: str, logical_nc_config: int) -> dict:
     result, text = _text("PjrtNeuron_DescribeInstance", instance_type.encode(), logical_nc_config)
     if result < 0:
-        raise _configuration_error(text)
+        raise ConfigurationError(text)
     return json.loads(text)
 
 
@@ -146,7 +140,7 @@ def parse_size(text: str) -> int:
     size = ctypes.c_int64()
     result, message = _text("PjrtNeuron_ParseSize", text.encode(), ctypes.byref(size))
     if result != 0:
-        raise _configuration_error(message)
+        raise ConfigurationError(message)
     return size.value
 
 

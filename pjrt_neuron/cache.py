@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pjrt_neuron import _native
+from pjrt_neuron.tables import Column, format_table
 
 
 def __getattr__(name: str):
@@ -126,10 +127,12 @@ def metrics() -> dict:
     return _native.compile_cache_metrics()
 
 
+ENTRY_COLUMNS = [Column("KEY", "<", 16), Column("SIZE", ">", 10), Column("LAST USED", "<", 19), Column("OK", "<", 3),
+                 Column("PROGRAM")]
+
+
 def format_entries(found: list[Entry]) -> str:
-    lines = [f"{'KEY':<16} {'SIZE':>10} {'LAST USED':<19} {'OK':<3} PROGRAM"]
-    for e in found:
-        used = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.last_used))
-        lines.append(f"{e.key[:16]:<16} {e.size:>10} {used:<19} {'yes' if e.valid else 'NO':<3} "
-                     f"{e.header.get('program', '?')} ({e.header.get('format', '?')})")
-    return "\n".join(lines)
+    rows = [[e.key[:16], str(e.size), time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.last_used)),
+             "yes" if e.valid else "NO", f"{e.header.get('program', '?')} ({e.header.get('format', '?')})"]
+            for e in found]
+    return "\n".join(format_table(ENTRY_COLUMNS, rows))

@@ -7,47 +7,15 @@ the engine wheel are Python's own.
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import os
 from pathlib import Path
 
 from pjrt_neuron import _native
-
-LIBRARY_NAME = "libpjrt_neuron.so"
-
-
-class ConfigurationError(ValueError):
-    """A pjrt-neuron setting has a value that cannot work; the message says which and why."""
-
-
-def _installed_library() -> Path | None:
-    # A source checkout on sys.path can shadow the installed package; look in the install too.
-    try:
-        files = importlib.metadata.files("pjrt-neuron") or []
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    for f in files:
-        if f.name == LIBRARY_NAME:
-            return Path(f.locate())
-    return None
-
-
-def library_path() -> str:
-    """Path of libpjrt_neuron.so: $PJRT_NEURON_LIBRARY_PATH, else the copy installed with this package."""
-    override = os.environ.get("PJRT_NEURON_LIBRARY_PATH")
-    if override:
-        if not os.path.isfile(override):
-            raise ConfigurationError(
-                f"PJRT_NEURON_LIBRARY_PATH={override!r} does not exist; unset it to use the installed plugin")
-        return override
-    for candidate in (Path(__file__).with_name(LIBRARY_NAME), _installed_library()):
-        if candidate is not None and candidate.is_file():
-            return str(candidate)
-    raise ConfigurationError(
-        f"{LIBRARY_NAME} is not installed; run `pip install .` in the pjrt-neuron checkout "
-        "(or set PJRT_NEURON_LIBRARY_PATH to a built library)")
-
+# Found here too (config.library_path, config.ConfigurationError): _library is where they live
+# so that _native, below config, can raise and load without importing config.
+from pjrt_neuron._library import LIBRARY_NAME, ConfigurationError, library_path  # noqa: F401
+from pjrt_neuron.estimation.hook import report_at_exit
 
 # The simulator's engine builds: (PJRT_NEURON_SIM_ENGINE value, module, file beside it, install hint).
 ENGINE_BUILDS = (
@@ -160,7 +128,5 @@ def prepare_environment() -> None:
     global _estimate_at_exit_registered
     _native.check_settings("PJRT_NEURON_ESTIMATE")
     if os.environ.get("PJRT_NEURON_ESTIMATE") == "1" and not _estimate_at_exit_registered:
-        from pjrt_neuron import estimator
-
         _estimate_at_exit_registered = True
-        estimator.report_at_exit()
+        report_at_exit()

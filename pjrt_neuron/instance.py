@@ -3,7 +3,8 @@ table), or on the neuron engine what the Neuron runtime reports."""
 
 from __future__ import annotations
 
-from pjrt_neuron import _native, config
+from pjrt_neuron import _native, config, tables
+from pjrt_neuron.tables import Column
 
 
 def describe(instance_type: str | None = None, logical_nc_config: int | None = None) -> dict:
@@ -31,9 +32,9 @@ def _memory(num_bytes: int) -> str:
 
 def format_table(description: dict, show_processes: bool = False) -> str:
     """A neuron-ls style table: one row per chip."""
-    headers = ["NEURON DEVICE", "NEURON CORES", "NEURON CORE IDS", "NEURON MEMORY", "CONNECTED DEVICES"]
+    titles = ["NEURON DEVICE", "NEURON CORES", "NEURON CORE IDS", "NEURON MEMORY", "CONNECTED DEVICES"]
     if show_processes:
-        headers.append("PROCESSES")
+        titles.append("PROCESSES")
     rows = []
     for chip in description["chips"]:
         row = [str(chip["chip"]), str(chip["cores"]), _core_range(chip["core_ids"]), _memory(chip["memory_bytes"]),
@@ -42,10 +43,6 @@ def format_table(description: dict, show_processes: bool = False) -> str:
             row.append(", ".join(f"core {h['core']}: pid {h['pid']} ({_process_name(h['pid'])})"
                                  for h in chip["holders"]))
         rows.append(row)
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    rule = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
-    def line(cells):
-        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"
     out = [
         "engine: sim (simulated NeuronCores)",
         f"instance-type: {description['instance_type']} (simulated)",
@@ -53,7 +50,7 @@ def format_table(description: dict, show_processes: bool = False) -> str:
         f"neuroncore-generation: {description['core_generation']}",
         *(f"simulator engine for {framework}: {e['build']} ({e.get('path') or e.get('error')})"
           for framework, e in description.get("sim_engines", {}).items()),
-        rule, line(headers), rule, *(line(r) for r in rows), rule,
+        *tables.format_table([Column(t) for t in titles], rows, boxed=True),
     ]
     return "\n".join(out)
 

@@ -15,6 +15,8 @@ import subprocess
 import sys
 import time
 
+from pjrt_neuron.tables import Column, format_table
+
 CHECK_PREFIX = "PJRT_NEURON_SELFTEST "
 # Every element type a NeuronCore might store; the engine refuses the others with UNIMPLEMENTED.
 ELEMENT_TYPES = ("float32", "bfloat16", "float16", "float64", "float8_e4m3fn", "float8_e5m2", "int8", "int16",
@@ -237,6 +239,19 @@ def run() -> dict:
     return report
 
 
+CHECK_COLUMNS = [Column("status", "<", 4), Column("check", "<", 24), Column("seconds", ">", 8), Column("details")]
+
+
+def _check_row(c: dict) -> list[str]:
+    details = []
+    if c["name"] == "list_cores" and c["status"] == "pass":
+        d = c["details"]
+        details.append(f"{d['cores']} core(s), {d['device_kind']}, HBM {d['hbm_bytes_per_core']}")
+    if c["error"]:
+        details.append(c["error"].replace("\n", "\n      "))
+    return [c["status"].upper(), c["name"], f"{c['seconds']:.3f}s", "  ".join(details)]
+
+
 def format_text(report: dict) -> str:
     h = report["header"]
     lines = ["pjrt-neuron selftest", f"  plugin: {h.get('plugin_version')} (library {h.get('library_version', '?')})",
@@ -257,14 +272,7 @@ def format_text(report: dict) -> str:
               f"jaxlib {h.get('jaxlib_version', '?')}; {h.get('platform')}"]
     if report.get("error"):
         lines.append(f"ERROR: {report['error']}")
-    for c in report["checks"]:
-        line = f"{c['status'].upper():4}  {c['name']:<24} {c['seconds']:7.3f}s"
-        if c["name"] == "list_cores" and c["status"] == "pass":
-            d = c["details"]
-            line += f"  {d['cores']} core(s), {d['device_kind']}, HBM {d['hbm_bytes_per_core']}"
-        if c["error"]:
-            line += "  " + c["error"].replace("\n", "\n      ")
-        lines.append(line)
+    lines += format_table(CHECK_COLUMNS, [_check_row(c) for c in report["checks"]], gap="  ", header=False)
     counts = {s: sum(c["status"] == s for c in report["checks"]) for s in ("pass", "fail", "skip")}
     lines.append(f"{'PASSED' if report['passed'] else 'FAILED'}: {counts['pass']} passed, {counts['fail']} failed, "
                  f"{counts['skip']} skipped")

@@ -1,4 +1,4 @@
-"""The tests' name for the package's ctypes PJRT client (pjrt_neuron/pjrt_capi.py)."""
+"""The tests' name for the package's ctypes PJRT client (pjrt_neuron/pjrt_capi/)."""
 
 import sys
 

@@ -1,6 +1,6 @@
 """The ctypes structs of tests/pjrt_capi.py against pjrt_c_api.h.
 
-pjrt_capi.py builds its structs by parsing the header; a size or offset that differs from the C
+pjrt_capi (its header.py) builds its structs by parsing the header; a size or offset that differs from the C
 compiler's would make every C API test write past or beside the fields the plugin reads. Here
 the layout is compared with the header's own STRUCT_SIZE macros and with a C program compiled
 against the header, and the comparison is shown to catch a wrong struct.

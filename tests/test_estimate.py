@@ -1,4 +1,4 @@
-"""`pjrt-neuron estimate` (pjrt_neuron/estimator.py) on small JAX and torch-xla scripts
+"""`pjrt-neuron estimate` (pjrt_neuron/estimation/) on small JAX and torch-xla scripts
 (tests/estimate_programs/), whose FLOPs and bytes are worked out by hand here; the native counts
 themselves are tested in plugin/tests/unit/cost_analysis_test.cc. The subprocesses the selected
 tests need start together up front on a small pool, as in test_compat.py.

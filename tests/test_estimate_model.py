@@ -1,4 +1,4 @@
-"""The estimate's NeuronCore model (pjrt_neuron/estimator_model.py), its instance-level answers,
+"""The estimate's NeuronCore model (pjrt_neuron/estimation/model.py), its instance-level answers,
 `pjrt-neuron plan`, and its calibration against AWS's published results, computed from the work
 counts committed in benchmarks/calibration/work_counts.json. No subprocesses: each test is
 arithmetic on counts, so the file runs in about a second."""

@@ -59,7 +59,7 @@ def register() -> None:
                       "the `neuron` device is not registered")
         return
     from pjrt_neuron.torch_native import _module
-    from pjrt_neuron.torch_native._dispatch import factory_empty
+    from pjrt_neuron.torch_native._special_ops import factory_empty
 
     if current == "privateuseone":
         from pjrt_neuron.torch_native import _device_guard, _runtime
@@ -80,9 +80,7 @@ def register() -> None:
 
     library.impl("empty.memory_format", empty_memory_format, "PrivateUse1")
     library.impl("empty_strided", empty_strided, "PrivateUse1")
-    from pjrt_neuron.torch_native._dispatch import HOST_FACTORIES, host_factory
-
-    from pjrt_neuron.torch_native._dispatch import copy_from
+    from pjrt_neuron.torch_native._special_ops import HOST_FACTORIES, copy_from, host_factory
 
     # torch.tensor(..., device="neuron") copies through this op below the Python key.
     library.impl("_copy_from", copy_from, "PrivateUse1")

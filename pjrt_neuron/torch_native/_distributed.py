@@ -15,12 +15,6 @@ Registered for the device type `neuron` (gloo keeps CPU tensors): under torchrun
 
 from __future__ import annotations
 
-import concurrent.futures
-import functools
-import queue
-import re
-import threading
-import time
 from datetime import timedelta
 
 import torch
@@ -28,16 +22,14 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import Backend as _C10dBackend
 from torch.distributed import ReduceOp
 
-from pjrt_neuron import pjrt_capi
-from pjrt_neuron.torch_native._programs import tensor_type
+from pjrt_neuron.torch_native._collective_programs import (all_gather_program, all_reduce_program,
+                                                           all_to_all_program, broadcast_program, reduce_name,
+                                                           reduce_scatter_program, scatter_program)
+from pjrt_neuron.torch_native._collective_work import Launches
 from pjrt_neuron.torch_native._runtime import check_dtype, runtime
-from pjrt_neuron.torch_native._storage import NeuronTensor, assign, value
+from pjrt_neuron.torch_native._storage import NeuronTensor
 
 NAME = "neuron"
-# How long a collective may wait for its peers before the ranks compare what they launched
-# (through the job's store), so ranks that disagree fail in seconds, not at the collective timeout.
-_PROBE_SECONDS = 2.0
-_POLL_SECONDS = 0.25
 
 
 def register() -> None:
@@ -72,315 +64,7 @@ def _keep_gloo_for_cpu(options) -> None:
     group._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.GLOO, gloo)
 
 
-# ------------------------------------------------------------------ programs
-
-
-_REGION_OPS = {"sum": "add", "product": "multiply", "max": "maximum", "min": "minimum",
-               "band": "and", "bor": "or", "bxor": "xor"}
-_BOOL_OPS = {"sum": "or", "max": "or", "bor": "or", "product": "and", "min": "and", "band": "and", "bxor": "xor"}
-_REDUCE_OPS = {ReduceOp.SUM: "sum", ReduceOp.AVG: "avg", ReduceOp.PRODUCT: "product", ReduceOp.MAX: "max",
-               ReduceOp.MIN: "min", ReduceOp.BAND: "band", ReduceOp.BOR: "bor", ReduceOp.BXOR: "bxor"}
-
-
-def _reduce_name(op) -> str:
-    for known, name in _REDUCE_OPS.items():
-        if op == known:
-            return name
-    raise NotImplementedError(f"the neuron backend does not support the reduce op {op} "
-                              "(supported: SUM, AVG, PRODUCT, MAX, MIN, BAND, BOR, BXOR)")
-
-
-def _region(reduce: str, dtype: torch.dtype) -> str:
-    """The reduction's body, as an all_reduce or reduce_scatter takes it."""
-    if dtype == torch.bool:
-        op = _BOOL_OPS[reduce]
-    else:
-        if reduce in ("band", "bor", "bxor") and (dtype.is_floating_point or dtype == torch.bool):
-            raise TypeError(f"the neuron backend: {reduce.upper()} needs an integer tensor, not {dtype}")
-        op = _REGION_OPS["sum" if reduce == "avg" else reduce]
-    scalar = tensor_type((), dtype)
-    return (f"({{\n      ^bb0(%x: {scalar}, %y: {scalar}):\n        %r = stablehlo.{op} %x, %y : {scalar}\n"
-            f"        stablehlo.return %r : {scalar}\n    }})")
-
-
-def _groups(world: int) -> str:
-    ranks = ", ".join(str(r) for r in range(world))
-    return f"replica_groups = dense<[[{ranks}]]> : tensor<1x{world}xi64>"
-
-
-def _module(inputs: list[str], outputs: list[str], body: list[str]) -> str:
-    params = ", ".join(f"%arg{i}: {t}" for i, t in enumerate(inputs))
-    results = outputs[0] if len(outputs) == 1 else "(" + ", ".join(outputs) + ")"
-    lines = "\n    ".join(body)
-    return f"module {{\n  func.func @main({params}) -> {results} {{\n    {lines}\n  }}\n}}\n"
-
-
-def _average(body: list[str], value_name: str, shape, dtype, world: int) -> str:
-    t = tensor_type(shape, dtype)
-    count = f"{float(world)}" if dtype.is_floating_point else str(world)
-    body += [f"%world = stablehlo.constant dense<{count}> : {t}",
-             f"%avg = stablehlo.divide {value_name}, %world : {t}"]
-    return "%avg"
-
-
-@functools.lru_cache(maxsize=None)
-def _all_reduce_program(shape, dtype, reduce: str, world: int):
-    if reduce in ("band", "bor", "bxor") and dtype != torch.bool:
-        return _gathered_reduce_program(shape, dtype, reduce, world)
-    t = tensor_type(shape, dtype)
-    body = [f'%sum = "stablehlo.all_reduce"(%arg0) {_region(reduce, dtype)} {{{_groups(world)}}} : ({t}) -> {t}']
-    result = _average(body, "%sum", shape, dtype, world) if reduce == "avg" else "%sum"
-    body.append(f"return {result} : {t}")
-    return runtime().compile(_module([t], [t], body), num_replicas=world)
-
-
-def _gathered_reduce_program(shape, dtype, reduce: str, world: int):
-    """A bitwise all_reduce of integers, which XLA's CPU collectives do not reduce: every rank's
-    elements gathered into rows, then reduced on each rank alike."""
-    _region(reduce, dtype)  # refuses floats
-    numel = _numel(shape)
-    t, row, rows = tensor_type(shape, dtype), tensor_type((1, numel), dtype), tensor_type((world, numel), dtype)
-    flat, scalar = tensor_type((numel,), dtype), tensor_type((), dtype)
-    body = [f"%row = stablehlo.reshape %arg0 : ({t}) -> {row}",
-            f'%rows = "stablehlo.all_gather"(%row) {{all_gather_dim = 0 : i64, {_groups(world)}}} : ({row}) -> {rows}',
-            f"%init = stablehlo.constant dense<{-1 if reduce == 'band' else 0}> : {scalar}",
-            f'%flat = "stablehlo.reduce"(%rows, %init) ({{\n      ^bb0(%x: {scalar}, %y: {scalar}):\n'
-            f"        %r = stablehlo.{_REGION_OPS[reduce]} %x, %y : {scalar}\n        stablehlo.return %r : {scalar}\n"
-            f"    }}) {{dimensions = array<i64: 0>}} : ({rows}, {scalar}) -> {flat}",
-            f"%out = stablehlo.reshape %flat : ({flat}) -> {t}", f"return %out : {t}"]
-    return runtime().compile(_module([t], [t], body), num_replicas=world)
-
-
-_INTS = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-
-
-_INTS = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-
-
-@functools.lru_cache(maxsize=None)
-def _broadcast_program(shape, dtype, src: int, world: int):
-    t = tensor_type(shape, dtype)
-    body, result = _broadcast_body(shape, dtype, src, world)
-    body.append(f"return {result} : {t}")
-    return runtime().compile(_module([t], [t], body), num_replicas=world)
-
-
-@functools.lru_cache(maxsize=None)
-def _scatter_program(row_shape, dtype, src: int, world: int):
-    """`src`'s rows (world, *row_shape) broadcast as in _broadcast_body; each rank keeps its row."""
-    rows_shape = (world, *row_shape)
-    rows, row = tensor_type(rows_shape, dtype), tensor_type((1, *row_shape), dtype)
-    out = tensor_type(row_shape, dtype)
-    body, result = _broadcast_body(rows_shape, dtype, src, world)
-    zeros = ", ".join(["%zero_index"] * len(row_shape))
-    body += ["%my_id = stablehlo.replica_id : tensor<ui32>",
-             "%my_row = stablehlo.convert %my_id : (tensor<ui32>) -> tensor<i64>",
-             "%zero_index = stablehlo.constant dense<0> : tensor<i64>",
-             f"%my_block = stablehlo.dynamic_slice {result}, %my_row{', ' + zeros if zeros else ''}, "
-             f"sizes = [1{''.join(', ' + str(d) for d in row_shape)}] : ({rows}, tensor<i64>"
-             f"{''.join(', tensor<i64>' for _ in row_shape)}) -> {row}",
-             f"%out = stablehlo.reshape %my_block : ({row}) -> {out}", f"return %out : {out}"]
-    return runtime().compile(_module([rows], [out], body), num_replicas=world)
-
-
-@functools.lru_cache(maxsize=None)
-def _all_to_all_program(shape, dtype, world: int, blocks_apart: bool = False):
-    """Rank r's block j (of `world` equal blocks along dim 0) becomes rank j's block r; with
-    `blocks_apart`, the received blocks are separate outputs (all_to_all into a list)."""
-    t = tensor_type(shape, dtype)
-    body = [f'%out = "stablehlo.all_to_all"(%arg0) {{split_dimension = 0 : i64, concat_dimension = 0 : i64, '
-            f"split_count = {world} : i64, {_groups(world)}}} : ({t}) -> {t}"]
-    if not blocks_apart:
-        body.append(f"return %out : {t}")
-        return runtime().compile(_module([t], [t], body), num_replicas=world)
-    block_shape = (shape[0] // world, *shape[1:])
-    block, one = tensor_type(block_shape, dtype), tensor_type(shape[1:], dtype)
-    rest = "".join(f", 0:{d}" for d in shape[1:])
-    for r in range(world):
-        body += [f"%block{r} = stablehlo.slice %out [{r}:{r + 1}{rest}] : ({t}) -> {block}",
-                 f"%out{r} = stablehlo.reshape %block{r} : ({block}) -> {one}"]
-    body.append("return " + ", ".join(f"%out{r}" for r in range(world)) + " : " + ", ".join([one] * world))
-    return runtime().compile(_module([t], [one] * world, body), num_replicas=world)
-
-
-def _broadcast_body(shape, dtype, src: int, world: int) -> tuple[list, str]:
-    """Every rank's elements but `src`'s become zero bits, then a sum over the ranks: the source's
-    bits arrive exactly (floats are summed as integers of their width, so -0.0 and NaNs survive)."""
-    t = tensor_type(shape, dtype)
-    body = []
-    if dtype == torch.bool:
-        bits_dtype, source, zero = dtype, "%arg0", "false"
-    elif dtype.is_floating_point:
-        bits_dtype, source, zero = _INTS[dtype.itemsize], "%bits", "0"
-        body.append(f"%bits = stablehlo.bitcast_convert %arg0 : ({t}) -> {tensor_type(shape, bits_dtype)}")
-    else:
-        bits_dtype, source, zero = dtype, "%arg0", "0"
-    bits, pred = tensor_type(shape, bits_dtype), tensor_type(shape, torch.bool)
-    body += ["%id = stablehlo.replica_id : tensor<ui32>",
-             f"%src = stablehlo.constant dense<{src}> : tensor<ui32>",
-             "%is_src = stablehlo.compare EQ, %id, %src : (tensor<ui32>, tensor<ui32>) -> tensor<i1>",
-             f"%mask = stablehlo.broadcast_in_dim %is_src, dims = [] : (tensor<i1>) -> {pred}",
-             f"%zero = stablehlo.constant dense<{zero}> : {bits}",
-             f"%mine = stablehlo.select %mask, {source}, %zero : {pred}, {bits}",
-             f'%sum = "stablehlo.all_reduce"(%mine) {_region("sum", bits_dtype)} {{{_groups(world)}}} : ({bits}) -> {bits}']
-    if bits_dtype is dtype:
-        return body, "%sum"
-    body.append(f"%sent = stablehlo.bitcast_convert %sum : ({bits}) -> {t}")
-    return body, "%sent"
-
-
-@functools.lru_cache(maxsize=None)
-def _all_gather_program(in_shape, out_shapes: tuple, dtype, world: int):
-    """Gathers each rank's elements into rows (world, numel), then gives each output: one output
-    of all rows (all_gather_into_tensor), or one output per row (all_gather into a list)."""
-    numel = _numel(in_shape)
-    t_in, row, rows = tensor_type(in_shape, dtype), tensor_type((1, numel), dtype), tensor_type((world, numel), dtype)
-    body = [f"%row = stablehlo.reshape %arg0 : ({t_in}) -> {row}",
-            f'%rows = "stablehlo.all_gather"(%row) {{all_gather_dim = 0 : i64, {_groups(world)}}} : ({row}) -> {rows}']
-    results = []
-    if len(out_shapes) == 1:
-        out = tensor_type(out_shapes[0], dtype)
-        body.append(f"%out0 = stablehlo.reshape %rows : ({rows}) -> {out}")
-        results.append(("%out0", out))
-    else:
-        for r, shape in enumerate(out_shapes):
-            out = tensor_type(shape, dtype)
-            body += [f"%slice{r} = stablehlo.slice %rows [{r}:{r + 1}, 0:{numel}] : ({rows}) -> {row}",
-                     f"%out{r} = stablehlo.reshape %slice{r} : ({row}) -> {out}"]
-            results.append((f"%out{r}", out))
-    body.append("return " + ", ".join(n for n, _ in results) + " : " + ", ".join(t for _, t in results))
-    return runtime().compile(_module([t_in], [t for _, t in results], body), num_replicas=world)
-
-
-@functools.lru_cache(maxsize=None)
-def _reduce_scatter_program(in_shapes: tuple, out_shape, dtype, reduce: str, world: int):
-    """The inputs' elements as one row per destination rank (one input of world * n elements, or
-    one input per rank), reduced over the ranks; rank r keeps row r."""
-    numel = _numel(out_shape)
-    rows, row = tensor_type((world, numel), dtype), tensor_type((1, numel), dtype)
-    inputs = [tensor_type(s, dtype) for s in in_shapes]
-    body = []
-    if len(in_shapes) == 1:
-        body.append(f"%rows = stablehlo.reshape %arg0 : ({inputs[0]}) -> {rows}")
-    else:
-        for r, t in enumerate(inputs):
-            body.append(f"%row{r} = stablehlo.reshape %arg{r} : ({t}) -> {row}")
-        names = ", ".join(f"%row{r}" for r in range(len(inputs)))
-        body.append(f"%rows = stablehlo.concatenate {names}, dim = 0 : ({', '.join([row] * len(inputs))}) -> {rows}")
-    body.append(f'%mine = "stablehlo.reduce_scatter"(%rows) {_region(reduce, dtype)} '
-                f"{{{_groups(world)}, scatter_dimension = 0 : i64}} : ({rows}) -> {row}")
-    result = "%mine"
-    if reduce == "avg":
-        result = _average(body, "%mine", (1, numel), dtype, world)
-    out = tensor_type(out_shape, dtype)
-    body += [f"%out = stablehlo.reshape {result} : ({row}) -> {out}", f"return %out : {out}"]
-    return runtime().compile(_module(inputs, [out], body), num_replicas=world)
-
-
-def _numel(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
-
-
-# ------------------------------------------------------------------ work
-
-
-def _unwrap(source: torch.futures.Future):
-    return source.value()  # raises the collective's error, failing the chained future
-
-
-class _Work(dist._Work):
-    """One collective in flight: `wait()` returns when it has run on this rank's core (its
-    results are in the tensors by then), or raises DistBackendError saying why it did not."""
-
-    def __init__(self, group: "ProcessGroupNeuron", sequence: int, what: str, done: concurrent.futures.Future,
-                 results: list):
-        super().__init__()
-        self._group, self._sequence, self._what = group, sequence, what
-        self._done = done
-        self._results = results
-        # A Python Future's set_exception stores the exception as its value, which C++ readers
-        # (DDP's reducer) take for the result and crash on; a callback that raises marks the
-        # chained future as failed where C++ sees it.
-        self._source = torch.futures.Future(devices=[])
-        self._future = self._source.then(_unwrap)
-        self._settled = threading.Lock()
-        self._error: BaseException | None = None
-        done.add_done_callback(self._settle)
-
-    def _settle(self, done: concurrent.futures.Future) -> None:
-        error = done.exception()
-        with self._settled:
-            if self._source.done():
-                return
-            if error is None:
-                self._source.set_result(self._results)
-            else:
-                self._error = self._group._explain(error, self._sequence, self._what)
-                self._source.set_exception(self._error)
-
-    def _fail(self, error: BaseException) -> None:
-        with self._settled:
-            if self._error is None:
-                self._error = error
-            if not self._source.done():
-                self._source.set_exception(error)
-
-    def wait(self, timeout: timedelta = timedelta(0)) -> bool:
-        limit = timeout.total_seconds() if timeout and timeout.total_seconds() > 0 else None
-        self._group._await(self, limit)
-        return True
-
-    def is_completed(self) -> bool:
-        return self._future.done()
-
-    def is_success(self) -> bool:
-        return self._future.done() and self._error is None
-
-    def exception(self):
-        return self._error
-
-    def get_future(self) -> torch.futures.Future:
-        return self._future
-
-    def result(self) -> list:
-        self.wait()
-        return self._results
-
-    def synchronize(self) -> None:
-        self.wait()
-
-
 # ------------------------------------------------------------------ the process group
-
-
-class _Launcher:
-    """One thread that launches this rank's collectives in the order they were issued. A daemon
-    thread: a collective that can never run (its peers left, or launched something else) must not
-    keep the process from exiting, and the exit is what releases the peers' launches."""
-
-    def __init__(self):
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="neuron-collectives", daemon=True)
-        self._thread.start()
-
-    def submit(self, fn) -> concurrent.futures.Future:
-        done: concurrent.futures.Future = concurrent.futures.Future()
-        self._queue.put((fn, done))
-        return done
-
-    def _run(self) -> None:
-        while True:
-            fn, done = self._queue.get()
-            if not done.set_running_or_notify_cancel():
-                continue
-            try:
-                done.set_result(fn())
-            except BaseException as e:  # noqa: BLE001 (the caller's wait() raises it)
-                done.set_exception(e)
-
 
 
 class ProcessGroupNeuron(_C10dBackend):
@@ -388,12 +72,9 @@ class ProcessGroupNeuron(_C10dBackend):
 
     def __init__(self, store, rank: int, size: int, timeout: timedelta, global_ranks: list[int]):
         super().__init__(rank, size)
-        self._store = store
         self._timeout = timeout.total_seconds() if timeout else 1800.0
         self._global_ranks = global_ranks or list(range(size))
-        self._sequence = 0
-        self._lock = threading.Lock()
-        self._launcher = _Launcher()
+        self._launches = Launches(store, rank, size, self._timeout)
 
     @property
     def _runtime(self):
@@ -409,11 +90,11 @@ class ProcessGroupNeuron(_C10dBackend):
     # -------------------------------------------------------------- collectives
 
     def allreduce(self, tensors, opts=None):
-        reduce = _reduce_name(opts.reduceOp if opts is not None else ReduceOp.SUM)
+        reduce = reduce_name(opts.reduceOp if opts is not None else ReduceOp.SUM)
         tensor = self._one(tensors, "all_reduce")
         what = f"all_reduce({_describe(tensor)}, {reduce})"
-        program = _all_reduce_program(tuple(tensor.shape), tensor.dtype, reduce, self.size())
-        return self._submit(what, tensor, program, [tensor], [tensor], [tensor])
+        program = all_reduce_program(tuple(tensor.shape), tensor.dtype, reduce, self.size())
+        return self._launches.submit(what, tensor, program, [tensor], [tensor], [tensor])
 
     def allreduce_coalesced(self, tensors, opts=None):
         works = [self.allreduce([t], opts) for t in tensors]
@@ -423,17 +104,17 @@ class ProcessGroupNeuron(_C10dBackend):
         tensor = self._one(tensors, "broadcast")
         src = self._global_ranks[opts.rootRank]
         what = f"broadcast({_describe(tensor)}, src={opts.rootRank})"
-        program = _broadcast_program(tuple(tensor.shape), tensor.dtype, src, self.size())
-        return self._submit(what, tensor, program, [tensor], [tensor], [tensor])
+        program = broadcast_program(tuple(tensor.shape), tensor.dtype, src, self.size())
+        return self._launches.submit(what, tensor, program, [tensor], [tensor], [tensor])
 
     def reduce(self, tensors, opts=None):
-        reduce = _reduce_name(opts.reduceOp if opts is not None else ReduceOp.SUM)
+        reduce = reduce_name(opts.reduceOp if opts is not None else ReduceOp.SUM)
         tensor = self._one(tensors, "reduce")
         root = opts.rootRank if opts is not None else 0
         what = f"reduce({_describe(tensor)}, {reduce}, dst={root})"
-        program = _all_reduce_program(tuple(tensor.shape), tensor.dtype, reduce, self.size())
+        program = all_reduce_program(tuple(tensor.shape), tensor.dtype, reduce, self.size())
         targets = [tensor] if self.rank() == root else []  # the other ranks' tensors stay as they were
-        return self._submit(what, tensor, program, [tensor], targets, [tensor])
+        return self._launches.submit(what, tensor, program, [tensor], targets, [tensor])
 
     def gather(self, output_lists, input_tensors, opts=None):
         tensor = self._one(input_tensors, "gather")
@@ -449,8 +130,8 @@ class ProcessGroupNeuron(_C10dBackend):
             raise ValueError(f"the neuron backend: gather takes output tensors only on the destination rank {root}")
         what = f"gather({_describe(tensor)}, dst={root})"
         shapes = tuple(tuple(tensor.shape) for _ in range(self.size()))
-        program = _all_gather_program(tuple(tensor.shape), shapes, tensor.dtype, self.size())
-        return self._submit(what, tensor, program, [tensor], outputs, output_lists)
+        program = all_gather_program(tuple(tensor.shape), shapes, tensor.dtype, self.size())
+        return self._launches.submit(what, tensor, program, [tensor], outputs, output_lists)
 
     def scatter(self, output_tensors, input_lists, opts=None):
         output = self._one(output_tensors, "scatter")
@@ -468,8 +149,8 @@ class ProcessGroupNeuron(_C10dBackend):
                 raise ValueError(f"the neuron backend: scatter takes input tensors only on the source rank {root}")
             rows = torch.zeros((self.size(), *shape), dtype=output.dtype, device=output.device)
         what = f"scatter({_describe(output)}, src={root})"
-        program = _scatter_program(shape, output.dtype, self._global_ranks[root], self.size())
-        return self._submit(what, output, program, [rows], [output], [output])
+        program = scatter_program(shape, output.dtype, self._global_ranks[root], self.size())
+        return self._launches.submit(what, output, program, [rows], [output], [output])
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         tensor = self._one([input], "all_to_all_single")
@@ -483,8 +164,8 @@ class ProcessGroupNeuron(_C10dBackend):
                              f"{world} ranks, got shape {list(tensor.shape)}")
         self._check_output(output, tuple(tensor.shape), tensor, "all_to_all_single")
         what = f"all_to_all_single({_describe(tensor)})"
-        program = _all_to_all_program(tuple(tensor.shape), tensor.dtype, world)
-        return self._submit(what, tensor, program, [tensor], [output], [output])
+        program = all_to_all_program(tuple(tensor.shape), tensor.dtype, world)
+        return self._launches.submit(what, tensor, program, [tensor], [output], [output])
 
     all_to_all_single = alltoall_base  # the name c10d calls it by in newer torch
 
@@ -497,8 +178,8 @@ class ProcessGroupNeuron(_C10dBackend):
             self._check_output(t, tuple(first.shape), first, "all_to_all")
         what = f"all_to_all({world} x {_describe(first)})"
         stacked = torch.stack(list(input_tensors))
-        program = _all_to_all_program(tuple(stacked.shape), first.dtype, world, blocks_apart=True)
-        return self._submit(what, first, program, [stacked], list(output_tensors), output_tensors)
+        program = all_to_all_program(tuple(stacked.shape), first.dtype, world, blocks_apart=True)
+        return self._launches.submit(what, first, program, [stacked], list(output_tensors), output_tensors)
 
     def allgather(self, output_lists, input_tensors, opts=None):
         tensor = self._one(input_tensors, "all_gather")
@@ -508,9 +189,9 @@ class ProcessGroupNeuron(_C10dBackend):
         for out in outputs:
             self._check_output(out, tuple(tensor.shape), tensor, "all_gather")
         what = f"all_gather({_describe(tensor)})"
-        program = _all_gather_program(tuple(tensor.shape), tuple(tuple(o.shape) for o in outputs), tensor.dtype,
+        program = all_gather_program(tuple(tensor.shape), tuple(tuple(o.shape) for o in outputs), tensor.dtype,
                                       self.size())
-        return self._submit(what, tensor, program, [tensor], outputs, output_lists)
+        return self._launches.submit(what, tensor, program, [tensor], outputs, output_lists)
 
     def _allgather_base(self, output, input, opts=None):
         tensor = self._one([input], "all_gather_into_tensor")
@@ -519,8 +200,8 @@ class ProcessGroupNeuron(_C10dBackend):
                              f"but {self.size()} ranks of {tensor.numel()} make {tensor.numel() * self.size()}")
         self._check_output(output, tuple(output.shape), tensor, "all_gather_into_tensor")
         what = f"all_gather_into_tensor({_describe(tensor)})"
-        program = _all_gather_program(tuple(tensor.shape), (tuple(output.shape),), tensor.dtype, self.size())
-        return self._submit(what, tensor, program, [tensor], [output], [output])
+        program = all_gather_program(tuple(tensor.shape), (tuple(output.shape),), tensor.dtype, self.size())
+        return self._launches.submit(what, tensor, program, [tensor], [output], [output])
 
     all_gather_single = _allgather_base  # the name c10d calls it by since torch 2.12
 
@@ -531,19 +212,19 @@ class ProcessGroupNeuron(_C10dBackend):
     all_gather_single_coalesced = allgather_into_tensor_coalesced
 
     def _reduce_scatter_base(self, output, input, opts=None):
-        reduce = _reduce_name(opts.reduceOp if opts is not None else ReduceOp.SUM)
+        reduce = reduce_name(opts.reduceOp if opts is not None else ReduceOp.SUM)
         tensor = self._one([input], "reduce_scatter_tensor")
         if tensor.numel() != output.numel() * self.size():
             raise ValueError(f"the neuron backend: reduce_scatter_tensor's input has {tensor.numel()} elements, "
                              f"but {self.size()} ranks of {output.numel()} need {output.numel() * self.size()}")
         self._check_output(output, tuple(output.shape), tensor, "reduce_scatter_tensor")
         what = f"reduce_scatter_tensor({_describe(tensor)}, {reduce})"
-        program = _reduce_scatter_program((tuple(tensor.shape),), tuple(output.shape), tensor.dtype, reduce,
+        program = reduce_scatter_program((tuple(tensor.shape),), tuple(output.shape), tensor.dtype, reduce,
                                           self.size())
-        return self._submit(what, tensor, program, [tensor], [output], [output])
+        return self._launches.submit(what, tensor, program, [tensor], [output], [output])
 
     def reduce_scatter(self, outputs, input_lists, opts=None):
-        reduce = _reduce_name(opts.reduceOp if opts is not None else ReduceOp.SUM)
+        reduce = reduce_name(opts.reduceOp if opts is not None else ReduceOp.SUM)
         output = self._one(outputs, "reduce_scatter")
         if len(input_lists) != 1 or len(input_lists[0]) != self.size():
             raise ValueError(f"the neuron backend: reduce_scatter needs one list of {self.size()} input tensors")
@@ -551,9 +232,9 @@ class ProcessGroupNeuron(_C10dBackend):
         for t in inputs:
             self._check_output(t, tuple(output.shape), output, "reduce_scatter")
         what = f"reduce_scatter({_describe(output)}, {reduce})"
-        program = _reduce_scatter_program(tuple(tuple(t.shape) for t in inputs), tuple(output.shape), output.dtype,
+        program = reduce_scatter_program(tuple(tuple(t.shape) for t in inputs), tuple(output.shape), output.dtype,
                                           reduce, self.size())
-        return self._submit(what, output, program, inputs, [output], [output])
+        return self._launches.submit(what, output, program, inputs, [output], [output])
 
     reduce_scatter_single = _reduce_scatter_base
 
@@ -566,8 +247,8 @@ class ProcessGroupNeuron(_C10dBackend):
     def barrier(self, opts=None):
         index = 0  # the process's own core
         token = torch.zeros(1, dtype=torch.int32, device=torch.device(NAME, index))
-        program = _all_reduce_program((1,), torch.int32, "sum", self.size())
-        work = self._submit("barrier()", token, program, [token], [token], [token])
+        program = all_reduce_program((1,), torch.int32, "sum", self.size())
+        work = self._launches.submit("barrier()", token, program, [token], [token], [token])
         work.wait()  # a barrier returns once every rank has reached it
         return work
 
@@ -599,102 +280,6 @@ class ProcessGroupNeuron(_C10dBackend):
                              f"got {out.dtype} on {out.device}")
         if tuple(out.shape) != tuple(shape) and what not in ("all_gather_into_tensor", "reduce_scatter_tensor"):
             raise ValueError(f"the neuron backend: {what} needs tensors of shape {list(shape)}, got {list(out.shape)}")
-
-    def _submit(self, what: str, device_tensor, program, inputs, targets, results) -> _Work:
-        """Launches `program` over the inputs' elements on this rank's thread; its outputs go into
-        `targets` when it has run. The work's result is `results`."""
-        index = device_tensor.device.index
-        buffers = [value(t) for t in inputs]  # read now: later writes to the inputs do not count
-        with self._lock:
-            sequence = self._sequence
-            self._sequence += 1
-        rt = self._runtime
-
-        def launch():
-            outputs, completion = rt.execute_collective(program, buffers, index)
-            completion.await_()
-            for target, buffer in zip(targets, outputs):
-                assign(target, buffer)
-
-        done = self._launcher.submit(launch)
-        return _Work(self, sequence, what, done, results)
-
-    def _await(self, work: _Work, limit: float | None) -> None:
-        """Waits for the work; after a while without it, compares with the peers what each launched
-        as this collective (through the job's store), so ranks that disagree fail now, naming both."""
-        start = time.monotonic()
-        deadline = start + (limit if limit is not None else self._timeout)
-        posted = False
-        while True:
-            try:
-                work._done.result(timeout=_POLL_SECONDS if posted else _PROBE_SECONDS)
-                break
-            except concurrent.futures.TimeoutError:
-                pass
-            except Exception:  # noqa: BLE001 (the launch failed: see below)
-                if posted:
-                    self._compare(work)  # a peer that found the mismatch first may have left already
-                break
-            if not posted:
-                self._store.set(self._key(work._sequence, self.rank()), work._what)
-                posted = True
-            self._compare(work)
-            if time.monotonic() > deadline:
-                missing = [r for r in range(self.size()) if r != self.rank()
-                           and not self._store.check([self._key(work._sequence, r)])]
-                error = dist.DistBackendError(
-                    f"the neuron backend: {work._what} (collective #{work._sequence} of rank {self.rank()}) "
-                    f"timed out after {time.monotonic() - start:.0f} s; rank(s) {missing} never reached it")
-                work._fail(error)
-                raise error
-        if work._done.exception() is not None:
-            work._settle(work._done)
-            raise work._error
-        if posted:  # it ran after all: no peer needs this rank's entry any more
-            self._store.delete_key(self._key(work._sequence, self.rank()))
-
-    def _compare(self, work: _Work) -> None:
-        for peer in range(self.size()):
-            if peer == self.rank():
-                continue
-            key = self._key(work._sequence, peer)
-            if not self._store.check([key]):
-                continue
-            theirs = self._store.get(key).decode()
-            if theirs != work._what:
-                error = dist.DistBackendError(
-                    f"the neuron backend: the ranks launched different collectives as collective #{work._sequence}: "
-                    f"rank {self.rank()} ran {work._what}, rank {peer} ran {theirs}; every rank must run the same "
-                    "collectives, in the same order, with the same shapes and dtypes")
-                work._fail(error)
-                raise error
-
-    @staticmethod
-    def _key(sequence: int, rank: int) -> str:
-        return f"neuron-collective/{sequence}/{rank}"
-
-    def _explain(self, error: BaseException, sequence: int, what: str) -> BaseException:
-        """A launch's failure as DistBackendError, naming the rank a dead peer was."""
-        if isinstance(error, dist.DistBackendError):
-            return error
-        text = str(error)
-        rank = None
-        match = re.search(r"process (\d+) \(pid", text)
-        if match:
-            rank = int(match.group(1))
-        else:
-            match = re.search(r"needs NeuronCore (\d+)", text)
-            if match:
-                core = int(match.group(1))
-                rank = next((d.process_index for d in self._runtime.job_devices if d.id == core), None)
-        if rank is not None and ("exited" in text or "no live process" in text):
-            lead = f"rank {rank} has exited (or never joined the job)"
-        elif isinstance(error, pjrt_capi.PjrtError) and error.code_name == "DEADLINE_EXCEEDED":
-            lead = "some ranks never ran it"
-        else:
-            lead = "it failed"
-        return dist.DistBackendError(f"the neuron backend: {what} (collective #{sequence} of rank {self.rank()}) "
-                                     f"did not run: {lead}: {text}")
 
 
 def _describe(tensor) -> str:

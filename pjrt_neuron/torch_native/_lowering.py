@@ -14,9 +14,10 @@ import re
 from dataclasses import dataclass
 
 import torch
-import torch._decomp
 from torch.fx.experimental.proxy_tensor import make_fx
-from torch.fx.passes.shape_prop import _extract_tensor_metadata
+
+from pjrt_neuron.torch_native._decompositions import decompositions
+from pjrt_neuron.torch_native._float_lifting import float_positions, lift, sentinels_of
 
 
 class Unsupported(Exception):
@@ -30,99 +31,6 @@ class Lowered:
     result_slots: list  # flattened results of the op: index into outputs, None, or ("value", number)
     written_inputs: list  # input numbers the op writes, in output order after the results
     lifted: tuple  # per float argument: passed as a 0-d input (True) or compiled in (False)
-
-
-@functools.lru_cache(maxsize=None)
-def _decompositions(wide: bool):
-    """torch-mlir's table; `wide` adds PyTorch's core ATen decompositions, for ops that torch-mlir
-    lowers to other back ends but not to StableHLO (nll_loss_forward, for one)."""
-    from torch_mlir.extras.fx_decomp_util import get_decomposition_table
-
-    table = dict(get_decomposition_table())
-    if wide:
-        table.update(torch._decomp.core_aten_decompositions())
-    table[torch.ops.aten.var_mean.correction] = _var_mean
-    table[torch.ops.aten.var.correction] = lambda *a, **k: _var_mean(*a, **k)[0]
-    table.update(_foreach_decompositions())
-    # torch-mlir computes batch norm's statistics in float64; PyTorch's decompositions compute them
-    # in the input's computation type (through _var_mean below).
-    aten = torch.ops.aten
-    for op in (aten.native_batch_norm.default, aten._native_batch_norm_legit.default,
-               aten._native_batch_norm_legit.no_stats, aten._native_batch_norm_legit_functional.default,
-               aten._native_batch_norm_legit_no_training.default):
-        if op in torch._decomp.decomposition_table:
-            table[op] = torch._decomp.decomposition_table[op]
-    table[torch.ops.aten.max_pool2d_with_indices_backward.default] = _max_pool2d_backward
-    return table
-
-
-def _max_pool2d_backward(grad_output, x, kernel_size, stride, padding, dilation, ceil_mode, indices):
-    """Each window's gradient added at its maximum's place (`indices` count within a plane), as a
-    scatter-add, which torch-mlir lowers and its own max_pool2d backward is not."""
-    planes = tuple(x.shape[:-2])
-    flat_grad = torch.ops.aten.reshape.default(grad_output, planes + (-1,))
-    flat_indices = torch.ops.aten.reshape.default(indices, planes + (-1,))
-    zeros = torch.ops.aten.zeros.default(planes + (x.shape[-2] * x.shape[-1],), dtype=grad_output.dtype,
-                                         device=grad_output.device)
-    summed = torch.ops.aten.scatter_add.default(zeros, -1, flat_indices, flat_grad)
-    return torch.ops.aten.reshape.default(summed, tuple(x.shape))
-
-
-def _foreach_decompositions() -> dict:
-    """Optimizers' multi-tensor ops (`_foreach_add`, `_foreach_addcdiv`, ...) as one op per tensor:
-    torch-mlir has no lowering for tensor lists, and in one program the two are the same."""
-    table = {}
-    for qualified in torch._C._dispatch_get_all_op_names():
-        namespace, _, full = qualified.partition("::")
-        name, _, overload = full.partition(".")
-        if namespace != "aten" or not name.startswith("_foreach_") or name.endswith("_"):
-            continue
-        packet = getattr(torch.ops.aten, name, None)
-        op = getattr(packet, overload or "default", None) if packet is not None else None
-        if op is not None:
-            table[op] = functools.partial(_foreach_each, name[len("_foreach_"):])
-    return table
-
-
-def _foreach_each(base_name: str, *args, **kwargs):
-    lists = [a for a in args if isinstance(a, (list, tuple))]
-    results = []
-    for i in range(len(lists[0])):
-        each = [a[i] if isinstance(a, (list, tuple)) else a for a in args]
-        each_kwargs = {k: (v[i] if isinstance(v, (list, tuple)) else v) for k, v in kwargs.items()}
-        results.append(_one_of_foreach(base_name, each, each_kwargs, i))
-    return results
-
-
-def _one_of_foreach(base_name: str, args: list, kwargs: dict, i: int):
-    aten = torch.ops.aten
-    if base_name == "norm":
-        ord_ = args[1] if len(args) > 1 else kwargs.get("ord", 2)
-        dtype = args[2] if len(args) > 2 else kwargs.get("dtype")
-        return aten.linalg_vector_norm(args[0], ord_, dtype=dtype)
-    if base_name == "copy":
-        return aten.clone(args[1])
-    if base_name in ("addcmul", "addcdiv") and len(args) == 4:
-        value = args.pop()
-        if isinstance(value, torch.Tensor):  # one scalar per tensor, in a tensor
-            combine = aten.mul if base_name == "addcmul" else aten.div
-            return aten.add(args[0], aten.mul(combine(args[1], args[2]), aten.select(value, 0, i)))
-        kwargs["value"] = value
-    return getattr(aten, base_name)(*args, **kwargs)
-
-
-def _var_mean(x, dim=None, *, correction=None, keepdim=False):
-    """var_mean in the tensor's own type: torch-mlir lowers it in float64, which NeuronCores lack."""
-    dims = list(range(x.dim())) if dim is None else [dim] if isinstance(dim, int) else list(dim)
-    count = 1
-    for d in dims:
-        count *= x.shape[d]
-    mean = torch.ops.aten.mean.dim(x, dims, True)
-    centred = torch.ops.aten.sub.Tensor(x, mean)
-    squares = torch.ops.aten.sum.dim_IntList(torch.ops.aten.mul.Tensor(centred, centred), dims, keepdim)
-    divisor = max(count - (1 if correction is None else correction), 0)
-    var = torch.ops.aten.div.Tensor(squares, divisor)
-    return var, (mean if keepdim else torch.ops.aten.squeeze.dims(mean, dims))
 
 
 def _meta_device(value):
@@ -252,97 +160,13 @@ def _trace(func, args_template, kwargs_template, inputs, floats, wide: bool) -> 
     metas = [torch.empty(shape, dtype=dtype, device="meta") for shape, dtype in inputs]
     try:
         return make_fx(functionalize(call, remove="mutations_and_views"),
-                       decomposition_table=_decompositions(wide))(*metas)
+                       decomposition_table=decompositions(wide))(*metas)
     except Exception as e:  # tracing runs the op's meta kernel and decompositions
         text = str(e)
         if "data-independent" in text or "DynamicOutputShape" in type(e).__name__:
             raise Unsupported("its result's shape depends on the tensor's values (dynamic shapes), which the "
                               "Neuron compiler does not support") from None
         raise Unsupported(f"{type(e).__name__}: {text.splitlines()[0][:300] if text else ''}") from None
-
-
-def _sentinels(floats: tuple) -> tuple:
-    """Stand-ins for the floats, each of its own value and of the float's sign, so branches on a
-    float's sign take the same side; a zero stands in for itself, and so is never lifted."""
-    return tuple(v * (1 + (k + 1) / 256) for k, v in enumerate(floats))
-
-
-def _literal_paths(node):
-    for i, a in enumerate(node.args):
-        yield ("args", i), a
-    for name, a in node.kwargs.items():
-        yield ("kwargs", name), a
-
-
-def _is_tensor_argument(node, where) -> bool:
-    schema = getattr(node.target, "_schema", None)
-    if schema is None:
-        return False
-    kind, key = where
-    for i, argument in enumerate(schema.arguments):
-        if (kind == "args" and i == key) or (kind == "kwargs" and argument.name == key):
-            return isinstance(argument.type, torch.TensorType)
-    return False
-
-
-def _float_positions(actual: torch.fx.GraphModule, stand_in: torch.fx.GraphModule, floats, sentinels):
-    """Where each float reaches the traced program unchanged, as (node, where, float number), or None
-    when the two traces differ in any other way (a float that was computed with, or branched on)."""
-    nodes_a, nodes_b = list(actual.graph.nodes), list(stand_in.graph.nodes)
-    if len(nodes_a) != len(nodes_b):
-        return None
-    index_a = {n: i for i, n in enumerate(nodes_a)}
-    index_b = {n: i for i, n in enumerate(nodes_b)}
-    positions = []
-
-    def same(a, b):
-        if isinstance(a, torch.fx.Node) or isinstance(b, torch.fx.Node):
-            return isinstance(a, torch.fx.Node) and isinstance(b, torch.fx.Node) and index_a[a] == index_b[b]
-        if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
-            return (type(a) is type(b) and len(a) == len(b)) and all(same(x, y) for x, y in zip(a, b))
-        return type(a) is type(b) and a == b
-
-    for a, b in zip(nodes_a, nodes_b):
-        if a.op != b.op or a.target != b.target or a.kwargs.keys() != b.kwargs.keys() or len(a.args) != len(b.args):
-            return None
-        for (where, value_a), (_, value_b) in zip(_literal_paths(a), _literal_paths(b)):
-            if same(value_a, value_b):
-                continue
-            if not (isinstance(value_a, float) and isinstance(value_b, float) and value_b in sentinels):
-                return None
-            number = sentinels.index(value_b)
-            if value_a != floats[number] or not _is_tensor_argument(a, where):
-                return None
-            positions.append((a, where, number))
-    return positions
-
-
-def _lift(graph: torch.fx.GraphModule, positions, may_lift, count: int) -> tuple:
-    """Makes each lifted float a 0-d float32 input after the tensors; returns which floats were lifted."""
-    lifted = sorted({number for _, _, number in positions if may_lift is None or may_lift[number]})
-    placeholders = [n for n in graph.graph.nodes if n.op == "placeholder"]
-    inputs = {}
-    anchor = placeholders[-1] if placeholders else None
-    for number in lifted:
-        if anchor is None:
-            with graph.graph.inserting_before(next(iter(graph.graph.nodes))):
-                node = graph.graph.placeholder(f"scalar_{number}")
-        else:
-            with graph.graph.inserting_after(anchor):
-                node = graph.graph.placeholder(f"scalar_{number}")
-        node.meta["val"] = torch.empty((), dtype=torch.float32, device="meta")
-        node.meta["tensor_meta"] = _extract_tensor_metadata(node.meta["val"])
-        inputs[number] = anchor = node
-    for node, (kind, key), number in positions:
-        if number not in inputs:
-            continue
-        if kind == "args":
-            args = list(node.args)
-            args[key] = inputs[number]
-            node.args = tuple(args)
-        else:
-            node.kwargs = {**node.kwargs, key: inputs[number]}
-    return tuple(i in inputs for i in range(count))
 
 
 def _lower_with(func, args_template, kwargs_template, inputs: tuple, aliased_results: frozenset,
@@ -355,11 +179,11 @@ def _lower_with(func, args_template, kwargs_template, inputs: tuple, aliased_res
     graph = _trace(func, args_template, kwargs_template, inputs, floats, wide)
     lifted = (False,) * len(floats)
     if floats:
-        sentinels = _sentinels(floats)
-        positions = _float_positions(graph, _trace(func, args_template, kwargs_template, inputs, sentinels, wide),
-                                     floats, sentinels)
+        sentinels = sentinels_of(floats)
+        positions = float_positions(graph, _trace(func, args_template, kwargs_template, inputs, sentinels, wide),
+                                    floats, sentinels)
         if positions:
-            lifted = _lift(graph, positions, may_lift, len(floats))
+            lifted = lift(graph, positions, may_lift, len(floats))
 
     written: dict[int, object] = {}
     for node in graph.graph.nodes:
