@@ -75,7 +75,7 @@ size_t WholeElementBytes(PJRT_Buffer_Type type) {
 
 bool IsFloat8(PJRT_Buffer_Type type) {
   const ElementType* entry = Find(type);
-  return entry != nullptr && entry->name[0] == 'f' && entry->bits == 8;
+  return entry != nullptr && entry->name[0] == 'f' && entry->bits == 8;  // the f8* formats
 }
 
 const char* ElementTypeName(PJRT_Buffer_Type type) {
