@@ -283,7 +283,7 @@ def test_torch_digits_example(results):
 
 
 # torch-xla compiles each program for both cores and launches it on one: on the newer build such
-# launches run a portable single-core copy (sim_engine.cc, SingleCoreCopy); before, the second hung.
+# launches run a portable single-core copy (sim_executable.cc, SingleCoreCopy); before, the second hung.
 @uses("torch_example_newer_engine", "torch_example_cpu")
 def test_torch_digits_example_on_the_newer_engine_build(results):
     neuron = results["torch_example_newer_engine"].ok()

@@ -46,36 +46,6 @@ Status NotLiveHandle(const void* object, uint32_t kind, const char* what) {
   return InvalidArgument(std::string("`") + what + "` is not a live " + expected + " (destroyed, or never one)");
 }
 
-NamedValues::NamedValues(const engine::Attributes& attributes) : attributes_(attributes) {
-  for (const engine::Attribute& a : attributes_) {
-    PJRT_NamedValue v;
-    std::memset(&v, 0, sizeof(v));
-    v.struct_size = PJRT_NamedValue_STRUCT_SIZE;
-    v.name = a.name.c_str();
-    v.name_size = a.name.size();
-    v.value_size = 1;
-    if (auto* s = std::get_if<std::string>(&a.value)) {
-      v.type = PJRT_NamedValue_kString;
-      v.string_value = s->c_str();
-      v.value_size = s->size();
-    } else if (auto* i = std::get_if<int64_t>(&a.value)) {
-      v.type = PJRT_NamedValue_kInt64;
-      v.int64_value = *i;
-    } else if (auto* list = std::get_if<std::vector<int64_t>>(&a.value)) {
-      v.type = PJRT_NamedValue_kInt64List;
-      v.int64_array_value = list->data();
-      v.value_size = list->size();
-    } else if (auto* f = std::get_if<float>(&a.value)) {
-      v.type = PJRT_NamedValue_kFloat;
-      v.float_value = *f;
-    } else if (auto* b = std::get_if<bool>(&a.value)) {
-      v.type = PJRT_NamedValue_kBool;
-      v.bool_value = *b;
-    }
-    values_.push_back(v);
-  }
-}
-
 StatusOr<engine::Program> ReadProgram(const PJRT_Program* program, const char* options, size_t options_size,
                                       std::string* options_out) {
   if (program == nullptr) return InvalidArgument("`program` is null");

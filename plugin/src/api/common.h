@@ -16,6 +16,7 @@
 
 #include "common/status.h"
 #include "core/core.h"
+#include "engine/named_values.h"
 #include "pjrt_c_api.h"
 #include "api/newer_c_api.h"
 #include "api/view_cache.h"
@@ -95,17 +96,8 @@ Handle* Wrap(Core* object) {
   return reinterpret_cast<Handle*>(object);
 }
 
-// PJRT_NamedValue arrays built from engine attributes; owns the strings they point at.
-class NamedValues {
- public:
-  explicit NamedValues(const engine::Attributes& attributes);
-  const PJRT_NamedValue* data() const { return values_.data(); }
-  size_t size() const { return values_.size(); }
-
- private:
-  engine::Attributes attributes_;
-  std::vector<PJRT_NamedValue> values_;
-};
+// PJRT_NamedValue arrays built from engine attributes (one builder for every layer).
+using engine::NamedValues;
 
 // The named values of a device description's or topology's attributes, kept until
 // ForgetAttributeViews is called for the topology (before it is destroyed).

@@ -3,27 +3,10 @@
 
 #include <cstdio>
 
+#include "common/element_sizes.h"
 #include "core/instance.h"
 
 namespace pjrt_neuron::core {
-namespace {
-
-int ElementBits(PJRT_Buffer_Type type) {
-  switch (type) {
-    case PJRT_Buffer_Type_S2: case PJRT_Buffer_Type_U2: return 2;
-    case PJRT_Buffer_Type_S4: case PJRT_Buffer_Type_U4: case PJRT_Buffer_Type_F4E2M1FN: return 4;
-    case PJRT_Buffer_Type_S16: case PJRT_Buffer_Type_U16: case PJRT_Buffer_Type_F16: case PJRT_Buffer_Type_BF16:
-      return 16;
-    case PJRT_Buffer_Type_S32: case PJRT_Buffer_Type_U32: case PJRT_Buffer_Type_F32: return 32;
-    case PJRT_Buffer_Type_S64: case PJRT_Buffer_Type_U64: case PJRT_Buffer_Type_F64: case PJRT_Buffer_Type_C64:
-      return 64;
-    case PJRT_Buffer_Type_C128: return 128;
-    default: return 8;  // pred, 8-bit integers and every fp8 type
-  }
-}
-
-}  // namespace
-
 std::string FormatBytes(int64_t bytes) {
   char text[64];
   if (bytes > 0 && bytes % kGiB == 0) {
@@ -41,7 +24,8 @@ std::string FormatBytes(int64_t bytes) {
 int64_t DenseSizeInBytes(PJRT_Buffer_Type type, const std::vector<int64_t>& dims) {
   int64_t elements = 1;
   for (int64_t d : dims) elements *= d;
-  return (elements * ElementBits(type) + 7) / 8;
+  const int bits = ElementBits(type);
+  return (elements * (bits > 0 ? bits : 8) + 7) / 8;  // token, invalid: a byte an element
 }
 
 }  // namespace pjrt_neuron::core

@@ -5,6 +5,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "common/element_sizes.h"
 #include "common/json.h"
 #include "hlo/hlo_fields.h"
 #include "hlo/wire_format.h"
@@ -188,18 +189,6 @@ Status ReadModule(const std::string& bytes, Module* module) {
   return Status::Ok();
 }
 
-// Bytes of one element of an xla.PrimitiveType (sub-byte types round up to a byte).
-int64_t ElementBytes(int type) {
-  switch (type) {
-    case 5: case 9: case 12: case 15: return 8;                   // S64, U64, F64, C64
-    case 18: return 16;                                           // C128
-    case 4: case 8: case 11: return 4;                            // S32, U32, F32
-    case 3: case 7: case 10: case 16: return 2;                   // S16, U16, F16, BF16
-    case 13: case 14: case 17: return 0;                          // tuple, opaque, token
-    default: return 1;                                            // PRED, S8, U8, fp8, sub-byte
-  }
-}
-
 int64_t Elements(const Array& a) {
   int64_t n = 1;
   for (int64_t d : a.dims) n *= d;
@@ -214,7 +203,7 @@ int64_t Elements(const Shape& s) {
 
 int64_t Bytes(const Shape& s) {
   int64_t n = 0;
-  for (const Array& a : s.leaves) n += Elements(a) * ElementBytes(a.type);
+  for (const Array& a : s.leaves) n += Elements(a) * XlaElementBytes(a.type);
   return n;
 }
 

@@ -4,54 +4,21 @@
 #include <cstring>
 #include <limits>
 
+#include "common/element_sizes.h"
+
 namespace pjrt_neuron::engine::neuron {
-namespace {
 
-struct TypeEntry {
-  int xla;  // xla.PrimitiveType
-  PJRT_Buffer_Type pjrt;
-  size_t bytes;
-  const char* name;
-};
-
-constexpr TypeEntry kTypes[] = {
-    {1, PJRT_Buffer_Type_PRED, 1, "pred"},       {2, PJRT_Buffer_Type_S8, 1, "s8"},
-    {3, PJRT_Buffer_Type_S16, 2, "s16"},         {4, PJRT_Buffer_Type_S32, 4, "s32"},
-    {5, PJRT_Buffer_Type_S64, 8, "s64"},         {6, PJRT_Buffer_Type_U8, 1, "u8"},
-    {7, PJRT_Buffer_Type_U16, 2, "u16"},         {8, PJRT_Buffer_Type_U32, 4, "u32"},
-    {9, PJRT_Buffer_Type_U64, 8, "u64"},         {10, PJRT_Buffer_Type_F16, 2, "f16"},
-    {11, PJRT_Buffer_Type_F32, 4, "f32"},        {12, PJRT_Buffer_Type_F64, 8, "f64"},
-    {16, PJRT_Buffer_Type_BF16, 2, "bf16"},      {15, PJRT_Buffer_Type_C64, 8, "c64"},
-    {18, PJRT_Buffer_Type_C128, 16, "c128"},     {19, PJRT_Buffer_Type_F8E5M2, 1, "f8e5m2"},
-    {20, PJRT_Buffer_Type_F8E4M3FN, 1, "f8e4m3fn"}, {23, PJRT_Buffer_Type_F8E4M3B11FNUZ, 1, "f8e4m3b11fnuz"},
-    {24, PJRT_Buffer_Type_F8E5M2FNUZ, 1, "f8e5m2fnuz"}, {25, PJRT_Buffer_Type_F8E4M3FNUZ, 1, "f8e4m3fnuz"},
-    {28, PJRT_Buffer_Type_F8E4M3, 1, "f8e4m3"},  {29, PJRT_Buffer_Type_F8E3M4, 1, "f8e3m4"},
-    {33, PJRT_Buffer_Type_F8E8M0FNU, 1, "f8e8m0fnu"},
-};
-
-const TypeEntry* Find(PJRT_Buffer_Type type) {
-  for (const TypeEntry& entry : kTypes) {
-    if (entry.pjrt == type) return &entry;
-  }
-  return nullptr;
-}
-
-}  // namespace
-
-size_t ElementBytes(PJRT_Buffer_Type type) {
-  const TypeEntry* entry = Find(type);
-  return entry != nullptr ? entry->bytes : 0;
-}
+// The types a NeuronCore array holds are the whole-byte ones.
+size_t ElementBytes(PJRT_Buffer_Type type) { return WholeElementBytes(type); }
 
 std::string TypeName(PJRT_Buffer_Type type) {
-  const TypeEntry* entry = Find(type);
-  return entry != nullptr ? entry->name : "type" + std::to_string(static_cast<int>(type));
+  if (ElementBytes(type) != 0) return ElementTypeName(type);
+  return "type" + std::to_string(static_cast<int>(type));
 }
 
 StatusOr<PJRT_Buffer_Type> FromXlaType(int primitive_type) {
-  for (const TypeEntry& entry : kTypes) {
-    if (entry.xla == primitive_type) return entry.pjrt;
-  }
+  const PJRT_Buffer_Type type = ElementTypeOfXla(primitive_type);
+  if (ElementBytes(type) != 0) return type;
   return Unimplemented("element type " + std::to_string(primitive_type) +
                        " (xla.PrimitiveType) is not one the Neuron engine stores (sub-byte types, tokens)");
 }

@@ -1,4 +1,4 @@
-// The messages between a framework process (remote_engine.cc) and the instance daemon
+// The messages between a framework process (this folder's engine) and the instance daemon
 // (daemon/): each message one type whose fields are listed once, in its Write and Read, so the
 // two ends cannot drift apart. A request is its Op then its fields; a reply is a status, then,
 // on success, its fields.
