@@ -38,8 +38,11 @@ class Reader {
   bool done() const { return reader_.done(); }
   bool Next(Field* f, FieldSpan* span = nullptr) {
     if (!reader_.Next(f)) return false;
-    if (span != nullptr) *span = {f->number, f->wire_type, {offset_, f->raw.size()}};
     payload_offset_ = offset_ + f->raw.size() - f->payload.size();
+    if (span != nullptr) {
+      *span = {f->number, f->wire_type, {offset_, f->raw.size()}, {0, 0}};
+      if (f->wire_type == kLengthDelimited) span->payload = {payload_offset_, f->payload.size()};
+    }
     offset_ += f->raw.size();
     return true;
   }

@@ -23,11 +23,12 @@ struct Span {
   size_t size = 0;
 };
 
-// One field of a message, tag included.
+// One field of a message.
 struct FieldSpan {
   uint32_t number = 0;
   uint32_t wire_type = 0;
-  Span raw;
+  Span raw;      // tag included
+  Span payload;  // a length-delimited field's bytes
 };
 
 struct ShapeView {
