@@ -11,23 +11,8 @@ namespace pjrt_neuron::hlo {
 
 namespace fields = hlo_fields;
 
-// Field numbers only the view reads (xla/service/hlo.proto, xla/xla_data.proto).
 namespace {
-constexpr uint32_t kModuleAliases = 8;                     // HloModuleProto.input_output_alias
-constexpr uint32_t kAliasEntries = 1;                      // HloInputOutputAliasProto
-constexpr uint32_t kAliasOutputIndex = 1;                  // AliasEntryProto
-constexpr uint32_t kAliasParameterNumber = 2;
-constexpr uint32_t kAliasParameterIndex = 3;
-constexpr uint32_t kAliasKind = 4;
-constexpr uint32_t kInstructionConvolutionDimensionNumbers = 16;
-constexpr uint32_t kDotLhsBatch = 3;                       // DotDimensionNumbers.lhs_batch_dimensions
-constexpr uint32_t kConvKernelOutputFeature = 4;           // ConvolutionDimensionNumbers
-constexpr uint32_t kReplicaGroupIds = 1;                   // ReplicaGroup.replica_ids
-constexpr uint32_t kDeviceListGroups = 1;                  // CollectiveDeviceListProto.replica_groups
-constexpr uint32_t kDeviceListIota = 2;                    // .iota_replica_group_list
-constexpr uint32_t kIotaDevicesPerGroup = 2;               // IotaReplicaGroupListProto.num_devices_per_group
-constexpr uint32_t kMapKey = 1;                            // map entries
-constexpr uint32_t kMapValue = 2;
+
 constexpr int kS64 = 5;
 constexpr int kMaxShapeDepth = 64;
 
@@ -111,22 +96,22 @@ bool ReadShape(const std::string& bytes, ShapeView* shape, int depth) {
 bool ReadGroupSize(const Field& f, int* size) {
   std::vector<int64_t> ids;
   if (f.number == fields::kInstructionReplicaGroups) {
-    bool ok = ForEachField(f.payload, [&](const Field& g) { return g.number != kReplicaGroupIds || AppendInts(g, &ids); });
+    bool ok = ForEachField(f.payload, [&](const Field& g) { return g.number != fields::kReplicaGroupIds || AppendInts(g, &ids); });
     *size = static_cast<int>(ids.size());
     return ok;
   }
   bool found = false;
   return ForEachField(f.payload, [&](const Field& g) {
     if (found || !IsBytes(g)) return true;
-    if (g.number == kDeviceListGroups) {
+    if (g.number == fields::kDeviceListGroups) {
       found = true;
       Field group = g;
       group.number = fields::kInstructionReplicaGroups;
       return ReadGroupSize(group, size);
     }
-    if (g.number == kDeviceListIota) {
+    if (g.number == fields::kDeviceListIota) {
       return ForEachField(g.payload, [&](const Field& h) {
-        if (!found && h.number == kIotaDevicesPerGroup && IsVarint(h)) {
+        if (!found && h.number == fields::kIotaDevicesPerGroup && IsVarint(h)) {
           found = true;
           *size = static_cast<int>(h.varint);
         }
@@ -143,8 +128,8 @@ bool ReadFrontendAttributes(const std::string& bytes, std::vector<FrontendAttrib
     attribute.raw = entry.raw;
     if (entry.number == 1 && IsBytes(entry)) {
       if (!ForEachField(entry.payload, [&](const Field& g) {
-            if (g.number == kMapKey) attribute.key = g.payload;
-            if (g.number == kMapValue) attribute.value = g.payload;
+            if (g.number == fields::kMapKey) attribute.key = g.payload;
+            if (g.number == fields::kMapValue) attribute.value = g.payload;
             return true;
           })) {
         return false;
@@ -193,7 +178,7 @@ class ModuleReader {
         view_.entry_id_ = static_cast<int64_t>(f.varint);
       } else if (f.number == fields::kModuleIsDynamic && IsVarint(f)) {
         view_.is_dynamic_ = f.varint != 0;
-      } else if (f.number == kModuleAliases && IsBytes(f)) {
+      } else if (f.number == fields::kModuleAliases && IsBytes(f)) {
         if (!ReadAliases(f.payload)) return Malformed("input_output_alias is not valid protobuf");
       } else if (f.number == fields::kModuleStackFrameIndex && IsBytes(f)) {
         if (!ReadFrameIndex(f.payload)) return Malformed("the stack frame index is not valid protobuf");
@@ -285,12 +270,12 @@ class ModuleReader {
       case fields::kInstructionDotDimensionNumbers:
         return !IsBytes(f) || ForEachField(f.payload, [&](const Field& g) {
           if (g.number == fields::kDotLhsContracting) return AppendInts(g, &i->dot_lhs_contracting);
-          if (g.number == kDotLhsBatch) return AppendInts(g, &i->dot_lhs_batch);
+          if (g.number == fields::kDotLhsBatch) return AppendInts(g, &i->dot_lhs_batch);
           return true;
         });
-      case kInstructionConvolutionDimensionNumbers:
+      case fields::kInstructionConvolutionDimensionNumbers:
         return !IsBytes(f) || ForEachField(f.payload, [&](const Field& g) {
-          if (g.number == kConvKernelOutputFeature && IsVarint(g)) {
+          if (g.number == fields::kConvKernelOutputFeature && IsVarint(g)) {
             i->convolution_kernel_output_feature = static_cast<int64_t>(g.varint);
           }
           return true;
@@ -321,15 +306,15 @@ class ModuleReader {
 
   bool ReadAliases(const std::string& bytes) {
     return ForEachField(bytes, [&](const Field& f) {
-      if (f.number != kAliasEntries || !IsBytes(f)) return true;
+      if (f.number != fields::kAliasEntries || !IsBytes(f)) return true;
       OutputAliasView alias;
       view_.aliases_.push_back(alias);
       OutputAliasView& at = view_.aliases_.back();
       return ForEachField(f.payload, [&](const Field& g) {
-        if (g.number == kAliasOutputIndex) return AppendInts(g, &at.output_index);
-        if (g.number == kAliasParameterIndex) return AppendInts(g, &at.parameter_index);
-        if (g.number == kAliasParameterNumber && IsVarint(g)) at.parameter_number = static_cast<int64_t>(g.varint);
-        if (g.number == kAliasKind && IsVarint(g)) at.kind = g.varint;
+        if (g.number == fields::kAliasOutputIndex) return AppendInts(g, &at.output_index);
+        if (g.number == fields::kAliasParameterIndex) return AppendInts(g, &at.parameter_index);
+        if (g.number == fields::kAliasParameterNumber && IsVarint(g)) at.parameter_number = static_cast<int64_t>(g.varint);
+        if (g.number == fields::kAliasKind && IsVarint(g)) at.kind = g.varint;
         return true;
       });
     });

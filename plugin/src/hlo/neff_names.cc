@@ -12,10 +12,6 @@ namespace {
 
 namespace fields = hlo_fields;
 
-constexpr uint32_t kModuleSchedule = 7;  // HloModuleProto.schedule
-constexpr uint64_t kMustAlias = 2;       // HloInputOutputAliasProto.AliasKind
-constexpr uint32_t kMapKey = 1;          // map entries
-constexpr uint32_t kMapValue = 2;
 
 constexpr char kInputAttribute[] = "neff_input_names";
 constexpr char kOutputAttribute[] = "neff_output_names";
@@ -47,7 +43,7 @@ Status ReadAliases(const ModuleView& module, const ShapeView& result, EntrySigna
   for (const OutputAliasView& entry : module.aliases()) {
     OutputAlias alias;
     alias.parameter = static_cast<int>(entry.parameter_number);
-    alias.must_alias = entry.kind == kMustAlias;
+    alias.must_alias = entry.kind == fields::kAliasKindMustAlias;
     alias.output = FlatLeafIndex(result, entry.output_index);
     if (alias.output < 0 || !entry.parameter_index.empty() || alias.parameter < 0 ||
         static_cast<size_t>(alias.parameter) >= signature->parameters.size()) {
@@ -92,9 +88,9 @@ std::string WithAttribute(const std::vector<FrontendAttribute>& kept, const char
     if (attribute.key != kInputAttribute && attribute.key != kOutputAttribute) attributes += attribute.raw;
   }
   std::string entry;
-  AppendBytesField(&entry, kMapKey, key);
-  AppendBytesField(&entry, kMapValue, value);
-  AppendBytesField(&attributes, kMapKey, entry);
+  AppendBytesField(&entry, fields::kMapKey, key);
+  AppendBytesField(&entry, fields::kMapValue, value);
+  AppendBytesField(&attributes, fields::kMapKey, entry);
   return attributes;
 }
 
@@ -213,7 +209,7 @@ StatusOr<NeffNamedModule> WithNeffNames(const std::string& bytes) {
   for (const FieldSpan& f : module.fields()) {
     if (f.raw.offset == entry.field.offset) editor.Replace(f, entry_field);
     // A schedule would not list the new copies; the compiler makes its own.
-    if (f.number == kModuleSchedule && added_copies) editor.Replace(f, "");
+    if (f.number == fields::kModuleSchedule && added_copies) editor.Replace(f, "");
   }
   named.module = editor.Write();
   return named;

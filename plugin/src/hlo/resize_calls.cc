@@ -15,12 +15,6 @@ namespace {
 
 namespace fields = hlo_fields;
 
-// Field numbers used only here (xla/service/hlo.proto, xla/xla_data.proto).
-constexpr uint32_t kLayoutMinorToMajor = 1;
-constexpr uint32_t kLiteralShape = 1;
-constexpr uint32_t kLiteralF32s = 8;
-constexpr uint32_t kDotRhsContracting = 2;
-
 constexpr int kF16 = 10, kF32 = 11, kBF16 = 16;
 
 // A dense array shape with the default (major-to-minor) layout.
@@ -31,7 +25,7 @@ std::string ShapeBytes(int element_type, const std::vector<int64_t>& dims) {
   std::vector<int64_t> minor_to_major;
   for (int64_t d = static_cast<int64_t>(dims.size()) - 1; d >= 0; --d) minor_to_major.push_back(d);
   std::string layout;
-  AppendBytesField(&layout, kLayoutMinorToMajor, PackedVarints(minor_to_major));
+  AppendBytesField(&layout, fields::kLayoutMinorToMajor, PackedVarints(minor_to_major));
   AppendBytesField(&out, fields::kShapeLayout, layout);
   return out;
 }
@@ -96,8 +90,8 @@ std::string WeightsLiteral(const std::vector<float>& w, int64_t rows, int64_t co
   std::string floats(w.size() * sizeof(float), '\0');
   std::memcpy(floats.data(), w.data(), floats.size());  // little-endian, as protobuf packs floats
   std::string literal;
-  AppendBytesField(&literal, kLiteralShape, ShapeBytes(kF32, {rows, cols}));
-  AppendBytesField(&literal, kLiteralF32s, floats);
+  AppendBytesField(&literal, fields::kLiteralShape, ShapeBytes(kF32, {rows, cols}));
+  AppendBytesField(&literal, fields::kLiteralF32s, floats);
   std::string extra;
   AppendBytesField(&extra, fields::kInstructionLiteral, literal);
   return extra;
@@ -106,7 +100,7 @@ std::string WeightsLiteral(const std::vector<float>& w, int64_t rows, int64_t co
 std::string DotOverAxis1() {
   std::string numbers, extra;
   AppendBytesField(&numbers, fields::kDotLhsContracting, PackedVarints({1}));
-  AppendBytesField(&numbers, kDotRhsContracting, PackedVarints({1}));
+  AppendBytesField(&numbers, fields::kDotRhsContracting, PackedVarints({1}));
   AppendBytesField(&extra, fields::kInstructionDotDimensionNumbers, numbers);
   return extra;
 }
