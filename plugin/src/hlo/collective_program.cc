@@ -82,35 +82,27 @@ std::vector<std::string> WithChannel(const ModuleView& view, const InstructionVi
 
 std::string WithCollectiveChannels(const std::string& module) {
   StatusOr<ModuleView> view = ModuleView::Read(module);
-  if (!view.ok()) return module;
-  ModuleEditor editor(view.value());
+  return view.ok() ? WithCollectiveChannels(view.value()) : module;
+}
+
+std::string WithCollectiveChannels(const ModuleView& module) {
+  ModuleEditor editor(module);
   uint64_t next_channel = kFirstAddedChannel;
-  for (const ComputationView& computation : view->computations()) {
+  for (const ComputationView& computation : module.computations()) {
     int64_t next_id = 0;  // new instructions follow the computation's largest id
     for (const InstructionView& instruction : computation.instructions) next_id = std::max(next_id, instruction.id + 1);
     for (const InstructionView& instruction : computation.instructions) {
       if (!CanTakeChannel(instruction.opcode) || instruction.channel_id != 0) continue;
-      editor.Replace(instruction, WithChannel(view.value(), instruction, &next_id, &next_channel));
+      editor.Replace(instruction, WithChannel(module, instruction, &next_id, &next_channel));
     }
   }
-  return editor.changed() ? editor.Write() : module;
+  return editor.changed() ? editor.Write() : module.bytes();
 }
 
 namespace {
 
-// The module of an "hlo" or "hlo_with_config" program; an error for other formats and no module.
-StatusOr<ModuleView> ReadProgram(const std::string& program, const std::string& format) {
-  if (format != "hlo" && format != "hlo_with_config") return InvalidArgument("not an HLO program");
-  std::string module = HloModuleBytes(program, format == "hlo_with_config");
-  if (module.empty()) return InvalidArgument("the program has no module");
-  return ModuleView::Read(std::move(module));
-}
-
-// Whether some instruction's opcode satisfies `wanted`; true for a format not read or a malformed module.
-bool HasOpcode(const std::string& program, const std::string& format, bool (*wanted)(const std::string&)) {
-  StatusOr<ModuleView> view = ReadProgram(program, format);
-  if (!view.ok()) return true;
-  for (const ComputationView& computation : view->computations()) {
+bool HasOpcode(const ModuleView& module, bool (*wanted)(const std::string&)) {
+  for (const ComputationView& computation : module.computations()) {
     for (const InstructionView& instruction : computation.instructions) {
       if (wanted(instruction.opcode)) return true;
     }
@@ -124,20 +116,31 @@ bool DependsOnItsCore(const std::string& opcode) {
 
 }  // namespace
 
+// A format not read, or a malformed module, may have anything.
 bool HasCollectives(const std::string& program, const std::string& format) {
-  return HasOpcode(program, format, [](const std::string& opcode) { return MakesCoresMeet(opcode); });
+  StatusOr<ModuleView> module = ModuleView::ReadHloProgram(program, format);
+  return !module.ok() || HasCollectives(module.value());
 }
 
+bool HasCollectives(const ModuleView& module) { return HasOpcode(module, MakesCoresMeet); }
+
 bool RunsAlikeOnEveryCore(const std::string& program, const std::string& format) {
-  return !HasOpcode(program, format, DependsOnItsCore);
+  StatusOr<ModuleView> module = ModuleView::ReadHloProgram(program, format);
+  return module.ok() && RunsAlikeOnEveryCore(module.value());
 }
+
+bool RunsAlikeOnEveryCore(const ModuleView& module) { return !HasOpcode(module, DependsOnItsCore); }
 
 std::string CollectiveSignature(const std::string& program, const std::string& format, bool* matchable) {
   *matchable = false;
-  StatusOr<ModuleView> view = ReadProgram(program, format);
-  if (!view.ok()) return std::string();
+  StatusOr<ModuleView> module = ModuleView::ReadHloProgram(program, format);
+  return module.ok() ? CollectiveSignature(module.value(), matchable) : std::string();
+}
+
+std::string CollectiveSignature(const ModuleView& module, bool* matchable) {
+  *matchable = false;
   std::string signature;
-  for (const ComputationView& computation : view->computations()) {
+  for (const ComputationView& computation : module.computations()) {
     for (const InstructionView& i : computation.instructions) {
       if (!IsCollective(i.opcode)) continue;
       if (i.channel_id == 0) return std::string();

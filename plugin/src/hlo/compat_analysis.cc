@@ -148,15 +148,19 @@ bool ComparatorIsPlain(const ComputationView& comparator, const std::map<int64_t
 StatusOr<std::vector<CompatFinding>> AnalyzeHloModule(const std::string& bytes, bool with_config, bool from_jax) {
   StatusOr<ModuleView> module = ModuleView::ReadProgram(bytes, with_config);
   if (!module.ok()) return InvalidArgument("the program is not a valid HloModuleProto");
+  return AnalyzeHloModule(module.value(), from_jax);
+}
+
+std::vector<CompatFinding> AnalyzeHloModule(const ModuleView& module, bool from_jax) {
   std::map<int64_t, const ComputationView*> by_id;
-  for (const ComputationView& c : module->computations()) by_id[c.id] = &c;
+  for (const ComputationView& c : module.computations()) by_id[c.id] = &c;
 
   // Which s64 values can leave the int32 range: those computed from an int64 constant outside
   // it. Computations and their instructions come in post order, so operands and callees are
   // seen first. Values from parameters are not known when compiling and are not counted.
   std::set<int64_t> computations_beyond_int32;
   Collector found;
-  for (const ComputationView& computation : module->computations()) {
+  for (const ComputationView& computation : module.computations()) {
     std::set<int64_t> beyond_int32;
     for (const InstructionView& i : computation.instructions) {
       const std::vector<int> types = LeafTypes(i.shape);

@@ -71,7 +71,9 @@ StatusOr<std::string> MapBuildOptions(const std::string& bytes, const DeviceIdMa
   while (!reader.done()) {
     if (!reader.Next(&f)) return Malformed("compile_options");
     if (f.number == fields::kNumReplicas && f.wire_type == kVarint) layout->num_replicas = static_cast<int>(f.varint);
-    if (f.number == fields::kNumPartitions && f.wire_type == kVarint) layout->num_partitions = static_cast<int>(f.varint);
+    if (f.number == fields::kNumPartitions && f.wire_type == kVarint) {
+      layout->num_partitions = static_cast<int>(f.varint);
+    }
     if ((f.number == fields::kDeviceOrdinal && f.wire_type == kVarint && static_cast<int64_t>(f.varint) >= 0) ||
         (f.number == fields::kDeviceAssignment && f.wire_type == kLengthDelimited)) {
       layout->placed = true;
@@ -182,8 +184,8 @@ std::string PortableSingleCoreOptions(const std::string& serialized_options) {
     Field g;
     while (!inner.done()) {
       if (!inner.Next(&g)) return "";
-      if (g.number == fields::kDeviceOrdinal || g.number == fields::kNumReplicas || g.number == fields::kNumPartitions ||
-          g.number == fields::kDeviceAssignment) {
+      if (g.number == fields::kDeviceOrdinal || g.number == fields::kNumReplicas ||
+          g.number == fields::kNumPartitions || g.number == fields::kDeviceAssignment) {
         continue;
       }
       build += g.raw;

@@ -230,7 +230,8 @@ class Counter {
       for (int64_t c : i.called_computation_ids) CountComputation(c, times * static_cast<double>(trips), depth + 1);
     } else if (op == "conditional") {
       // Each run takes one branch: count their mean.
-      for (int64_t c : i.called_computation_ids) CountComputation(c, times / static_cast<double>(i.called_computation_ids.size()), depth + 1);
+      const double branches = static_cast<double>(i.called_computation_ids.size());
+      for (int64_t c : i.called_computation_ids) CountComputation(c, times / branches, depth + 1);
     } else if (op == "dot") {
       CountDot(i, times, frame);
     } else if (op == "convolution") {
@@ -329,9 +330,13 @@ class Counter {
 StatusOr<ProgramCost> AnalyzeProgramCost(const std::string& bytes, bool with_config) {
   StatusOr<ModuleView> module = ModuleView::ReadProgram(bytes, with_config);
   if (!module.ok()) return InvalidArgument("the program is not a valid HloModuleProto");
-  const Computation* entry = module->entry();  // callees come before callers: the last, unless named
+  return AnalyzeProgramCost(module.value());
+}
+
+StatusOr<ProgramCost> AnalyzeProgramCost(const ModuleView& module) {
+  const Computation* entry = module.entry();  // callees come before callers: the last, unless named
   if (entry == nullptr) return InvalidArgument("the program has no computations");
-  Counter counter(module.value());
+  Counter counter(module);
   counter.CountComputation(entry->id, 1.0, 0);
   const int64_t root_id = RootId(*entry);
   ProgramCost cost = counter.Take(root_id);

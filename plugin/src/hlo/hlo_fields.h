@@ -12,6 +12,10 @@ namespace pjrt_neuron::hlo {
 
 namespace hlo_fields {
 constexpr uint32_t kWithConfigModule = 1;  // HloModuleProtoWithConfig.hlo_module
+constexpr uint32_t kWithConfigConfig = 2;  // HloModuleProtoWithConfig.config
+constexpr uint32_t kConfigEntryLayout = 1;  // HloModuleConfigProto.entry_computation_layout
+constexpr uint32_t kConfigReplicas = 4;
+constexpr uint32_t kConfigPartitions = 5;
 constexpr uint32_t kModuleName = 1;        // HloModuleProto
 constexpr uint32_t kModuleComputations = 3;
 constexpr uint32_t kModuleIsDynamic = 11;

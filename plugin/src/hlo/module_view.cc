@@ -96,7 +96,9 @@ bool ReadShape(const std::string& bytes, ShapeView* shape, int depth) {
 bool ReadGroupSize(const Field& f, int* size) {
   std::vector<int64_t> ids;
   if (f.number == fields::kInstructionReplicaGroups) {
-    bool ok = ForEachField(f.payload, [&](const Field& g) { return g.number != fields::kReplicaGroupIds || AppendInts(g, &ids); });
+    bool ok = ForEachField(f.payload, [&](const Field& g) {
+      return g.number != fields::kReplicaGroupIds || AppendInts(g, &ids);
+    });
     *size = static_cast<int>(ids.size());
     return ok;
   }
@@ -142,7 +144,8 @@ bool ReadFrontendAttributes(const std::string& bytes, std::vector<FrontendAttrib
 
 bool LiteralBeyondInt32(const std::string& literal, bool* beyond) {
   std::vector<int64_t> values;
-  if (!ForEachField(literal, [&](const Field& f) { return f.number != fields::kLiteralS64s || AppendInts(f, &values); })) {
+  auto read = [&](const Field& f) { return f.number != fields::kLiteralS64s || AppendInts(f, &values); };
+  if (!ForEachField(literal, read)) {
     return false;
   }
   *beyond = std::any_of(values.begin(), values.end(), [](int64_t v) { return v < INT32_MIN || v > INT32_MAX; });
@@ -313,7 +316,9 @@ class ModuleReader {
       return ForEachField(f.payload, [&](const Field& g) {
         if (g.number == fields::kAliasOutputIndex) return AppendInts(g, &at.output_index);
         if (g.number == fields::kAliasParameterIndex) return AppendInts(g, &at.parameter_index);
-        if (g.number == fields::kAliasParameterNumber && IsVarint(g)) at.parameter_number = static_cast<int64_t>(g.varint);
+        if (g.number == fields::kAliasParameterNumber && IsVarint(g)) {
+          at.parameter_number = static_cast<int64_t>(g.varint);
+        }
         if (g.number == fields::kAliasKind && IsVarint(g)) at.kind = g.varint;
         return true;
       });
@@ -402,6 +407,13 @@ StatusOr<ModuleView> ModuleView::Read(std::string module) {
 
 StatusOr<ModuleView> ModuleView::ReadProgram(const std::string& program, bool with_config) {
   return Read(HloModuleBytes(program, with_config));
+}
+
+StatusOr<ModuleView> ModuleView::ReadHloProgram(const std::string& program, const std::string& format) {
+  if (format != "hlo" && format != "hlo_with_config") return InvalidArgument("'" + format + "' is not an HLO format");
+  std::string module = HloModuleBytes(program, format == "hlo_with_config");
+  if (module.empty()) return InvalidArgument("the program has no module");
+  return Read(std::move(module));
 }
 
 std::string ModuleView::Concat(const std::vector<FieldSpan>& fields, std::initializer_list<uint32_t> drop) const {

@@ -117,6 +117,9 @@ class ModuleView {
   static StatusOr<ModuleView> Read(std::string module);
   // A serialized "hlo" program, or "hlo_with_config" when `with_config`.
   static StatusOr<ModuleView> ReadProgram(const std::string& program, bool with_config);
+  // A program by its format's name; INVALID_ARGUMENT for a format other than "hlo" and
+  // "hlo_with_config", and for a program without a module.
+  static StatusOr<ModuleView> ReadHloProgram(const std::string& program, const std::string& format);
 
   const std::string& bytes() const { return bytes_; }
   std::string_view Bytes(Span span) const { return std::string_view(bytes_).substr(span.offset, span.size); }

@@ -35,7 +35,6 @@ int FlatLeafIndex(const ShapeView& shape, const std::vector<int64_t>& index) {
 StatusOr<ModuleView> ReadModule(const std::string& bytes) {
   StatusOr<ModuleView> module = ModuleView::Read(bytes);
   if (!module.ok()) return Malformed(module.status().message());
-  if (module->computations().empty()) return Malformed("it has no computations");
   return module;
 }
 
@@ -55,6 +54,7 @@ Status ReadAliases(const ModuleView& module, const ShapeView& result, EntrySigna
 }
 
 Status ReadSignature(const ModuleView& module, EntrySignature* signature) {
+  if (module.computations().empty()) return Malformed("it has no computations");
   const ComputationView& entry = *module.entry();
   signature->module_name = module.name();
   std::map<int64_t, ArraySignature> parameters;
@@ -190,6 +190,10 @@ std::string NeffOutputName(int output) { return "output" + std::to_string(output
 
 StatusOr<EntrySignature> ReadEntrySignature(const std::string& bytes) {
   PN_ASSIGN_OR_RETURN(ModuleView module, ReadModule(bytes));
+  return ReadEntrySignature(module);
+}
+
+StatusOr<EntrySignature> ReadEntrySignature(const ModuleView& module) {
   EntrySignature signature;
   PN_RETURN_IF_ERROR(ReadSignature(module, &signature));
   return signature;
@@ -197,6 +201,10 @@ StatusOr<EntrySignature> ReadEntrySignature(const std::string& bytes) {
 
 StatusOr<NeffNamedModule> WithNeffNames(const std::string& bytes) {
   PN_ASSIGN_OR_RETURN(ModuleView module, ReadModule(bytes));
+  return WithNeffNames(module);
+}
+
+StatusOr<NeffNamedModule> WithNeffNames(const ModuleView& module) {
   NeffNamedModule named;
   PN_RETURN_IF_ERROR(ReadSignature(module, &named.signature));
   int64_t next_id = module.LargestInstructionId() + 1;

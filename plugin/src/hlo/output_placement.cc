@@ -47,7 +47,8 @@ const std::string& Placement(const InstructionView& i) {
 // Steps between an output and its annotation that only pass a value on.
 bool PassesValueOn(const InstructionView& i) {
   if (i.operand_ids.size() != 1) return false;
-  if (i.opcode == "custom-call") return i.custom_call_target == "xla.sdy.FuncResultSharding" || i.custom_call_target == "Sharding";
+  const std::string& target = i.custom_call_target;
+  if (i.opcode == "custom-call") return target == "xla.sdy.FuncResultSharding" || target == "Sharding";
   return i.opcode == "copy" || i.opcode == "bitcast" || i.opcode == "reshape";
 }
 
@@ -91,9 +92,12 @@ std::string ProgramShapeWithoutMemorySpaces(const std::string& program_shape) {
 }  // namespace
 
 StatusOr<PlacedOutputs> StripOutputPlacements(const std::string& module) {
-  StatusOr<ModuleView> read = ModuleView::Read(module);
-  if (!read.ok()) return InvalidArgument("the program is not a readable HloModuleProto");
-  const ModuleView& view = read.value();
+  StatusOr<ModuleView> view = ModuleView::Read(module);
+  if (!view.ok()) return InvalidArgument("the program is not a readable HloModuleProto");
+  return StripOutputPlacements(view.value());
+}
+
+PlacedOutputs StripOutputPlacements(const ModuleView& view) {
   ModuleEditor editor(view);
   PlacedOutputs placed;
   for (const FieldSpan& f : view.fields()) {

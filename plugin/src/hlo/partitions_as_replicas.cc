@@ -40,9 +40,12 @@ std::string Rewritten(const ModuleView& view, const InstructionView& instruction
 }  // namespace
 
 StatusOr<std::string> PartitionsAsReplicas(const std::string& module) {
-  StatusOr<ModuleView> read = ModuleView::Read(module);
-  if (!read.ok()) return InvalidArgument("the partitioned program is not a readable HloModuleProto");
-  const ModuleView& view = read.value();
+  StatusOr<ModuleView> view = ModuleView::Read(module);
+  if (!view.ok()) return InvalidArgument("the partitioned program is not a readable HloModuleProto");
+  return PartitionsAsReplicas(view.value());
+}
+
+StatusOr<std::string> PartitionsAsReplicas(const ModuleView& view) {
   ModuleEditor editor(view);
   for (const ComputationView& computation : view.computations()) {
     for (const InstructionView& instruction : computation.instructions) {

@@ -55,7 +55,9 @@ StatusOr<Placement> ReadPlacement(const std::string& compile_options) {
     Field g;
     while (!build.done()) {
       if (!build.Next(&g)) return Malformed();
-      if (g.number == fields::kNumReplicas && g.wire_type == hlo::kVarint) placement.num_replicas = static_cast<int>(g.varint);
+      if (g.number == fields::kNumReplicas && g.wire_type == hlo::kVarint) {
+        placement.num_replicas = static_cast<int>(g.varint);
+      }
       if (g.number == fields::kNumPartitions && g.wire_type == hlo::kVarint) {
         placement.num_partitions = static_cast<int>(g.varint);
       }
