@@ -2,7 +2,7 @@
 #include "hlo/module_view.h"
 
 #include <algorithm>
-#include <climits>
+#include <cstdint>
 #include <utility>
 
 #include "hlo/wire_format.h"
@@ -23,10 +23,12 @@ class Reader {
   bool done() const { return reader_.done(); }
   bool Next(Field* f, FieldSpan* span = nullptr) {
     if (!reader_.Next(f)) return false;
-    payload_offset_ = offset_ + f->raw.size() - f->payload.size();
+    // Only a length-delimited field has a payload; WireReader leaves the last one in place.
+    const bool has_payload = f->wire_type == kLengthDelimited;
+    payload_offset_ = has_payload ? offset_ + f->raw.size() - f->payload.size() : 0;
     if (span != nullptr) {
       *span = {f->number, f->wire_type, {offset_, f->raw.size()}, {0, 0}};
-      if (f->wire_type == kLengthDelimited) span->payload = {payload_offset_, f->payload.size()};
+      if (has_payload) span->payload = {payload_offset_, f->payload.size()};
     }
     offset_ += f->raw.size();
     return true;
