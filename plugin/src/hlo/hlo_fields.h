@@ -126,4 +126,19 @@ inline std::string HloModuleBytes(const std::string& program, bool with_config) 
   return module;
 }
 
+// The "hlo_with_config" program with `module` in place of its HloModuleProto, the config kept.
+inline std::string WithHloModule(const std::string& program, const std::string& module) {
+  std::string wrapped;
+  WireReader reader(program);
+  Field f;
+  while (!reader.done() && reader.Next(&f)) {
+    if (f.number == hlo_fields::kWithConfigModule) {
+      AppendBytesField(&wrapped, f.number, module);
+    } else {
+      wrapped += f.raw;
+    }
+  }
+  return wrapped;
+}
+
 }  // namespace pjrt_neuron::hlo

@@ -204,15 +204,7 @@ StatusOr<std::string> LowerResizeCustomCalls(const std::string& program, bool wi
   *changed = false;
   if (program.find("Resize") == std::string::npos) return program;
   PN_ASSIGN_OR_RETURN(std::string module, LowerInModule(HloModuleBytes(program, with_config), changed));
-  if (!*changed || !with_config) return module;
-  std::string wrapped;
-  WireReader reader(program);
-  Field f;
-  while (!reader.done() && reader.Next(&f)) {
-    if (f.number == fields::kWithConfigModule) AppendBytesField(&wrapped, f.number, module);
-    else wrapped += f.raw;
-  }
-  return wrapped;
+  return *changed && with_config ? WithHloModule(program, module) : module;
 }
 
 namespace {
