@@ -18,7 +18,7 @@ if ! command -v clang++-14 >/dev/null 2>&1 || [[ ! -d /usr/lib/llvm-14/lib/clang
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang-14 libclang-rt-14-dev >/dev/null
 fi
 BUILD_DIR="build/fuzz"
-TARGETS=(daemon_frames hlo_program compile_options topology cache_entry neff_program)
+TARGETS=(daemon_frames module_view compile_options topology cache_entry neff_program)
 cmake -S plugin -B "$BUILD_DIR" -DCMAKE_CXX_COMPILER=clang++-14 -DPJRT_NEURON_FUZZ=ON -DCMAKE_BUILD_TYPE=None \
   -DCMAKE_CXX_FLAGS=-O1 -DPython3_EXECUTABLE="$PYTHON" >/dev/null
 cmake --build "$BUILD_DIR" -j"$(nproc)" --target "${TARGETS[@]/%/_fuzzer}"

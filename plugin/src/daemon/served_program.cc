@@ -14,16 +14,18 @@ std::shared_ptr<ServedExecutable> ServeExecutable(std::unique_ptr<engine::Execut
   // The sim engine reports the CPU plugin's optimized program, a serialized
   // HloModuleProtoWithConfig ("hlo_with_config"); one it cannot report may have collectives.
   auto optimized = e.OptimizedProgram();
-  served->has_collectives = !optimized.ok() || hlo::HasCollectives(optimized->code, optimized->format);
+  StatusOr<hlo::ModuleView> module =
+      optimized.ok() ? hlo::ModuleView::ReadHloProgram(optimized->code, optimized->format) : optimized.status();
+  served->has_collectives = !module.ok() || hlo::HasCollectives(module.value());
   auto fingerprint = e.Fingerprint();
   Sha256 hash;
   hash.Update(fingerprint.ok() && !fingerprint->empty() ? *fingerprint : optimized.ok() ? optimized->code : e.name());
   served->program_key = hash.Digest();
   served->gang_key = served->program_key;
   served->cores = e.addressable_cores();
-  if (served->has_collectives && optimized.ok()) {
+  if (served->has_collectives && module.ok()) {
     bool matchable = false;
-    std::string signature = hlo::CollectiveSignature(optimized->code, optimized->format, &matchable);
+    std::string signature = hlo::CollectiveSignature(module.value(), &matchable);
     if (matchable) {
       Sha256 collectives;
       collectives.Update("collectives " + CoreList(served->cores) + " " + std::to_string(e.num_replicas()) + "x" +

@@ -14,13 +14,10 @@
 
 #include <unistd.h>
 
-#include "hlo/hlo_fields.h"
-#include "hlo/wire_format.h"
+#include "hlo/module_view.h"
 
 namespace pjrt_neuron::hlo {
 namespace {
-
-namespace fields = hlo_fields;
 
 // xla.PrimitiveType values.
 enum PrimitiveType : int {
@@ -37,199 +34,13 @@ bool IsNarrowFloat(int t) {
 bool IsNeuronFp8(int t) { return t == kF8E5M2 || t == kF8E4M3FN || t == kF8E4M3; }
 bool IsInteger(int t) { return (t >= 2 && t <= 9) || t == 21 || t == 22 || t == 26 || t == 27 || t == kS1 || t == kU1; }
 
-struct Shape {
-  std::vector<int> element_types;  // every leaf of a tuple
-  bool is_tuple = false;
-  bool dynamic = false;
-};
-
-void ReadShape(const std::string& bytes, Shape* shape) {
-  WireReader reader(bytes);
-  Field f;
-  while (!reader.done() && reader.Next(&f)) {
-    if (f.number == fields::kShapeElementType && f.wire_type == kVarint) {
-      if (static_cast<int>(f.varint) == kTuple) {
-        shape->is_tuple = true;
-      } else {
-        shape->element_types.push_back(static_cast<int>(f.varint));
-      }
-    } else if (f.number == fields::kShapeTupleShapes && f.wire_type == kLengthDelimited) {
-      ReadShape(f.payload, shape);
-    } else if (f.number == fields::kShapeIsDynamicDimension) {
-      if (f.wire_type == kVarint) {
-        shape->dynamic |= f.varint != 0;
-      } else if (f.wire_type == kLengthDelimited) {
-        for (char c : f.payload) shape->dynamic |= c != 0;
-      }
-    }
+// The element types of a shape's arrays.
+std::vector<int> LeafTypes(const ShapeView& shape) {
+  std::vector<int> types;
+  for (const ShapeView* leaf : shape.Leaves()) {
+    if (leaf->element_type != 0) types.push_back(leaf->element_type);
   }
-}
-
-struct Instruction {
-  int64_t id = 0;
-  std::vector<int64_t> operand_ids;
-  std::string opcode;
-  Shape shape;
-  std::string op_name;
-  std::string source_file;
-  int source_line = 0;
-  int64_t stack_frame_id = 0;  // newer XLA: the location is in the module's stack frame index
-  std::string custom_call_target;
-  uint64_t custom_call_api_version = 0;
-  std::string backend_config;
-  std::string comparison_direction;
-  std::vector<int64_t> called_computations;
-  bool literal_beyond_int32 = false;  // a constant holding an int64 outside the int32 range
-};
-
-struct Computation {
-  int64_t id = 0;
-  std::vector<Instruction> instructions;
-};
-
-void ReadMetadata(const std::string& bytes, Instruction* instruction) {
-  WireReader reader(bytes);
-  Field f;
-  while (!reader.done() && reader.Next(&f)) {
-    if (f.number == fields::kMetadataOpName && f.wire_type == kLengthDelimited) instruction->op_name = f.payload;
-    if (f.number == fields::kMetadataSourceFile && f.wire_type == kLengthDelimited) instruction->source_file = f.payload;
-    if (f.number == fields::kMetadataSourceLine && f.wire_type == kVarint) {
-      instruction->source_line = static_cast<int>(f.varint);
-    }
-    if (f.number == fields::kMetadataStackFrameId && f.wire_type == kVarint) {
-      instruction->stack_frame_id = static_cast<int64_t>(f.varint);
-    }
-  }
-}
-
-// A repeated int64 field, packed or not.
-void ReadIds(const Field& f, std::vector<int64_t>* ids) {
-  if (f.wire_type == kVarint) {
-    ids->push_back(static_cast<int64_t>(f.varint));
-  } else if (f.wire_type == kLengthDelimited) {
-    WireReader packed(f.payload);
-    uint64_t id;
-    while (!packed.done() && packed.Varint(&id)) ids->push_back(static_cast<int64_t>(id));
-  }
-}
-
-bool LiteralBeyondInt32(const std::string& literal) {
-  WireReader reader(literal);
-  Field f;
-  std::vector<int64_t> values;
-  while (!reader.done() && reader.Next(&f)) {
-    if (f.number == fields::kLiteralS64s) ReadIds(f, &values);
-  }
-  for (int64_t v : values) {
-    if (v < INT32_MIN || v > INT32_MAX) return true;
-  }
-  return false;
-}
-
-bool ReadInstruction(const std::string& bytes, Instruction* instruction) {
-  WireReader reader(bytes);
-  Field f;
-  while (!reader.done()) {
-    if (!reader.Next(&f)) return false;
-    switch (f.number) {
-      case fields::kInstructionOpcode: instruction->opcode = f.payload; break;
-      case fields::kInstructionShape: ReadShape(f.payload, &instruction->shape); break;
-      case fields::kInstructionMetadata: ReadMetadata(f.payload, instruction); break;
-      case fields::kInstructionLiteral: instruction->literal_beyond_int32 = LiteralBeyondInt32(f.payload); break;
-      case fields::kInstructionCustomCallTarget: instruction->custom_call_target = f.payload; break;
-      case fields::kInstructionCustomCallApiVersion: instruction->custom_call_api_version = f.varint; break;
-      case fields::kInstructionBackendConfig: instruction->backend_config = f.payload; break;
-      case fields::kInstructionComparisonDirection: instruction->comparison_direction = f.payload; break;
-      case fields::kInstructionId: instruction->id = static_cast<int64_t>(f.varint); break;
-      case fields::kInstructionOperandIds: ReadIds(f, &instruction->operand_ids); break;
-      case fields::kInstructionCalledComputations: ReadIds(f, &instruction->called_computations); break;
-      default: break;
-    }
-  }
-  return true;
-}
-
-// HloModuleProto.stack_frame_index: where newer XLA keeps source locations (OpMetadata
-// names a frame by id instead of carrying source_file / source_line itself).
-struct FrameIndex {
-  std::vector<std::string> file_names;
-  std::vector<std::pair<int64_t, int>> file_locations;  // (file name id, line)
-  std::vector<int64_t> frames;                          // file location id of each frame
-};
-
-void ReadFrameIndex(const std::string& bytes, FrameIndex* index) {
-  WireReader reader(bytes);
-  Field f;
-  while (!reader.done() && reader.Next(&f)) {
-    if (f.wire_type != kLengthDelimited) continue;
-    if (f.number == fields::kFrameIndexFileNames) index->file_names.push_back(f.payload);
-    if (f.number != fields::kFrameIndexFileLocations && f.number != fields::kFrameIndexStackFrames) continue;
-    const bool location = f.number == fields::kFrameIndexFileLocations;
-    const uint32_t id_field = location ? fields::kFileLocationFileNameId : fields::kStackFrameFileLocationId;
-    WireReader inner(f.payload);
-    Field g;
-    int64_t id = 0;
-    int line = 0;
-    while (!inner.done() && inner.Next(&g)) {
-      if (g.wire_type != kVarint) continue;
-      if (g.number == id_field) id = static_cast<int64_t>(g.varint);
-      if (location && g.number == fields::kFileLocationLine) line = static_cast<int>(g.varint);
-    }
-    if (location) {
-      index->file_locations.emplace_back(id, line);
-    } else {
-      index->frames.push_back(id);
-    }
-  }
-}
-
-// The innermost frame of an instruction's stack: the user's line, as source_file/line were.
-void ResolveFrame(const FrameIndex& index, Instruction* instruction) {
-  if (!instruction->source_file.empty() || instruction->stack_frame_id <= 0) return;
-  const size_t frame = static_cast<size_t>(instruction->stack_frame_id - 1);
-  if (frame >= index.frames.size()) return;
-  const int64_t location_id = index.frames[frame];
-  if (location_id <= 0 || static_cast<size_t>(location_id) > index.file_locations.size()) return;
-  const auto& [file_id, line] = index.file_locations[static_cast<size_t>(location_id - 1)];
-  if (file_id <= 0 || static_cast<size_t>(file_id) > index.file_names.size()) return;
-  instruction->source_file = index.file_names[static_cast<size_t>(file_id - 1)];
-  instruction->source_line = line;
-}
-
-struct Module {
-  std::string name;
-  bool is_dynamic = false;
-  std::vector<Computation> computations;
-};
-
-Status ReadModule(const std::string& bytes, Module* module) {
-  WireReader reader(bytes);
-  Field f;
-  FrameIndex frames;
-  while (!reader.done()) {
-    if (!reader.Next(&f)) return InvalidArgument("the program is not a valid HloModuleProto");
-    if (f.number == fields::kModuleName && f.wire_type == kLengthDelimited) module->name = f.payload;
-    if (f.number == fields::kModuleIsDynamic && f.wire_type == kVarint) module->is_dynamic = f.varint != 0;
-    if (f.number == fields::kModuleStackFrameIndex && f.wire_type == kLengthDelimited) ReadFrameIndex(f.payload, &frames);
-    if (f.number != fields::kModuleComputations || f.wire_type != kLengthDelimited) continue;
-    Computation computation;
-    WireReader inner(f.payload);
-    Field g;
-    while (!inner.done()) {
-      if (!inner.Next(&g)) return InvalidArgument("the program is not a valid HloModuleProto");
-      if (g.number == fields::kComputationId && g.wire_type == kVarint) computation.id = static_cast<int64_t>(g.varint);
-      if (g.number == fields::kComputationInstructions && g.wire_type == kLengthDelimited) {
-        Instruction instruction;
-        if (!ReadInstruction(g.payload, &instruction)) return InvalidArgument("the program has a malformed instruction");
-        computation.instructions.push_back(std::move(instruction));
-      }
-    }
-    module->computations.push_back(std::move(computation));
-  }
-  for (Computation& computation : module->computations) {
-    for (Instruction& instruction : computation.instructions) ResolveFrame(frames, &instruction);
-  }
-  return Status::Ok();
+  return types;
 }
 
 struct Check {
@@ -271,7 +82,7 @@ const Check kSortComparator{"sort-comparator", "a sort comparator other than LT/
 
 class Collector {
  public:
-  void Add(const Check& check, const Instruction& at, bool beyond_int32 = false) {
+  void Add(const Check& check, const InstructionView& at, bool beyond_int32 = false) {
     auto key = std::make_tuple(std::string(check.id), at.source_file, at.source_line);
     auto it = index_.find(key);
     if (it != index_.end()) {
@@ -309,16 +120,15 @@ class Collector {
 
 // A comparator orders by LT/LE/GT/GE. Equality between two different values means it breaks
 // ties on further keys; equality with a constant or with itself is NaN / -0.0 handling.
-bool ComparatorIsPlain(const Computation& comparator, const std::map<int64_t, const Computation*>& by_id, int depth) {
+bool ComparatorIsPlain(const ComputationView& comparator, const std::map<int64_t, const ComputationView*>& by_id,
+                       int depth) {
   if (depth > 8) return true;
-  std::map<int64_t, const Instruction*> by_instruction;
-  for (const Instruction& i : comparator.instructions) by_instruction[i.id] = &i;
   auto is_constant = [&](int64_t id) {
-    auto it = by_instruction.find(id);
-    return it != by_instruction.end() && it->second->opcode == "constant";
+    const InstructionView* operand = comparator.Find(id);
+    return operand != nullptr && operand->opcode == "constant";
   };
-  for (const Instruction& i : comparator.instructions) {
-    for (int64_t called : i.called_computations) {  // the compiler moves comparator bodies into fusions
+  for (const InstructionView& i : comparator.instructions) {
+    for (int64_t called : i.called_computation_ids) {  // the compiler moves comparator bodies into fusions
       auto it = by_id.find(called);
       if (it != by_id.end() && !ComparatorIsPlain(*it->second, by_id, depth + 1)) return false;
     }
@@ -336,32 +146,36 @@ bool ComparatorIsPlain(const Computation& comparator, const std::map<int64_t, co
 }  // namespace
 
 StatusOr<std::vector<CompatFinding>> AnalyzeHloModule(const std::string& bytes, bool with_config, bool from_jax) {
-  const std::string module_bytes = HloModuleBytes(bytes, with_config);
-  Module module;
-  PN_RETURN_IF_ERROR(ReadModule(module_bytes, &module));
-  std::map<int64_t, const Computation*> by_id;
-  for (const Computation& c : module.computations) by_id[c.id] = &c;
+  StatusOr<ModuleView> module = ModuleView::ReadProgram(bytes, with_config);
+  if (!module.ok()) return InvalidArgument("the program is not a valid HloModuleProto");
+  return AnalyzeHloModule(module.value(), from_jax);
+}
+
+std::vector<CompatFinding> AnalyzeHloModule(const ModuleView& module, bool from_jax) {
+  std::map<int64_t, const ComputationView*> by_id;
+  for (const ComputationView& c : module.computations()) by_id[c.id] = &c;
 
   // Which s64 values can leave the int32 range: those computed from an int64 constant outside
   // it. Computations and their instructions come in post order, so operands and callees are
   // seen first. Values from parameters are not known when compiling and are not counted.
   std::set<int64_t> computations_beyond_int32;
   Collector found;
-  for (const Computation& computation : module.computations) {
+  for (const ComputationView& computation : module.computations()) {
     std::set<int64_t> beyond_int32;
-    for (const Instruction& i : computation.instructions) {
+    for (const InstructionView& i : computation.instructions) {
+      const std::vector<int> types = LeafTypes(i.shape);
       bool int64_out = false;
-      for (int t : i.shape.element_types) int64_out |= t == kS64;
+      for (int t : types) int64_out |= t == kS64;
       bool beyond = i.literal_beyond_int32;
       for (int64_t id : i.operand_ids) beyond |= beyond_int32.count(id) > 0;
-      for (int64_t id : i.called_computations) beyond |= computations_beyond_int32.count(id) > 0;
+      for (int64_t id : i.called_computation_ids) beyond |= computations_beyond_int32.count(id) > 0;
       beyond &= int64_out;
       if (beyond) {
         beyond_int32.insert(i.id);
         computations_beyond_int32.insert(computation.id);
       }
       bool f64 = false, complex = false, fp8 = false, int64 = false;
-      for (int t : i.shape.element_types) {
+      for (int t : types) {
         f64 |= t == kF64;
         complex |= t == kC64 || t == kC128;
         fp8 |= IsNarrowFloat(t) && !IsNeuronFp8(t);
@@ -389,13 +203,13 @@ StatusOr<std::vector<CompatFinding>> AnalyzeHloModule(const std::string& bytes, 
         found.Add(kCallback, i);
       }
       if (i.opcode == "dot") {
-        bool integer = !i.shape.element_types.empty();
-        for (int t : i.shape.element_types) integer &= IsInteger(t);
+        bool integer = !types.empty();
+        for (int t : types) integer &= IsInteger(t);
         if (integer) found.Add(kIntegerDot, i);
       }
-      if (i.opcode == "reduce" && i.shape.is_tuple) found.Add(kVariadicReduce, i);
+      if (i.opcode == "reduce" && i.shape.is_tuple()) found.Add(kVariadicReduce, i);
       if (i.opcode == "sort") {
-        for (int64_t id : i.called_computations) {
+        for (int64_t id : i.called_computation_ids) {
           auto it = by_id.find(id);
           if (it != by_id.end() && !ComparatorIsPlain(*it->second, by_id, 0)) found.Add(kSortComparator, i);
         }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "hlo/module_view.h"
 
 namespace pjrt_neuron::hlo {
 
@@ -26,5 +27,6 @@ struct CompatFinding {
 // `module` is a serialized HloModuleProto, or HloModuleProtoWithConfig when `with_config`.
 // `from_jax` enables the checks that apply to JAX programs only.
 StatusOr<std::vector<CompatFinding>> AnalyzeHloModule(const std::string& module, bool with_config, bool from_jax);
+std::vector<CompatFinding> AnalyzeHloModule(const ModuleView& module, bool from_jax);
 
 }  // namespace pjrt_neuron::hlo

@@ -4,24 +4,13 @@
 #include <algorithm>
 #include <vector>
 
+#include "hlo/hlo_fields.h"
 #include "hlo/wire_format.h"
 
 namespace pjrt_neuron::hlo {
 namespace {
 
-// Field numbers in xla/pjrt/proto/compile_options.proto and xla/xla_data.proto.
-constexpr uint32_t kExecutableBuildOptionsField = 3;  // CompileOptionsProto
-constexpr uint32_t kCompilePortableExecutableField = 4;
-constexpr uint32_t kExecutableOptionsField = 2;  // ExecutableAndOptionsProto.compile_options
-constexpr uint32_t kDeviceOrdinalField = 1;           // ExecutableBuildOptionsProto
-constexpr uint32_t kNumReplicasField = 4;
-constexpr uint32_t kNumPartitionsField = 5;
-constexpr uint32_t kDeviceAssignmentField = 9;
-constexpr uint32_t kDebugOptionsField = 3;  // ExecutableBuildOptionsProto
-constexpr uint32_t kComputationDevicesField = 3;  // DeviceAssignmentProto
-constexpr uint32_t kAssignmentReplicaCountField = 1;      // DeviceAssignmentProto
-constexpr uint32_t kAssignmentComputationCountField = 2;  // DeviceAssignmentProto
-constexpr uint32_t kReplicaDeviceIdsField = 1;    // DeviceAssignmentProto.ComputationDevice
+namespace fields = compile_options_fields;
 
 Status Malformed(const char* what) { return InvalidArgument(std::string(what) + " is not valid protobuf"); }
 
@@ -33,9 +22,9 @@ StatusOr<std::string> MapComputationDevice(const std::string& bytes, const Devic
   Field f;
   while (!reader.done()) {
     if (!reader.Next(&f)) return Malformed("the device assignment");
-    if (f.number == kReplicaDeviceIdsField && f.wire_type == kVarint) {
+    if (f.number == fields::kComputationDeviceReplicaIds && f.wire_type == kVarint) {
       ids.push_back(static_cast<int64_t>(f.varint));
-    } else if (f.number == kReplicaDeviceIdsField && f.wire_type == kLengthDelimited) {
+    } else if (f.number == fields::kComputationDeviceReplicaIds && f.wire_type == kLengthDelimited) {
       WireReader packed(f.payload);
       while (!packed.done()) {
         uint64_t id;
@@ -51,7 +40,7 @@ StatusOr<std::string> MapComputationDevice(const std::string& bytes, const Devic
     PN_ASSIGN_OR_RETURN(int64_t mapped, map(id));
     AppendVarint(&packed, static_cast<uint64_t>(mapped));
   }
-  if (!ids.empty()) AppendBytesField(&rest, kReplicaDeviceIdsField, packed);
+  if (!ids.empty()) AppendBytesField(&rest, fields::kComputationDeviceReplicaIds, packed);
   return rest;
 }
 
@@ -81,21 +70,23 @@ StatusOr<std::string> MapBuildOptions(const std::string& bytes, const DeviceIdMa
   Field f;
   while (!reader.done()) {
     if (!reader.Next(&f)) return Malformed("compile_options");
-    if (f.number == kNumReplicasField && f.wire_type == kVarint) layout->num_replicas = static_cast<int>(f.varint);
-    if (f.number == kNumPartitionsField && f.wire_type == kVarint) layout->num_partitions = static_cast<int>(f.varint);
-    if ((f.number == kDeviceOrdinalField && f.wire_type == kVarint && static_cast<int64_t>(f.varint) >= 0) ||
-        (f.number == kDeviceAssignmentField && f.wire_type == kLengthDelimited)) {
+    if (f.number == fields::kNumReplicas && f.wire_type == kVarint) layout->num_replicas = static_cast<int>(f.varint);
+    if (f.number == fields::kNumPartitions && f.wire_type == kVarint) {
+      layout->num_partitions = static_cast<int>(f.varint);
+    }
+    if ((f.number == fields::kDeviceOrdinal && f.wire_type == kVarint && static_cast<int64_t>(f.varint) >= 0) ||
+        (f.number == fields::kDeviceAssignment && f.wire_type == kLengthDelimited)) {
       layout->placed = true;
     }
-    if (f.number == kDeviceOrdinalField && f.wire_type == kVarint && static_cast<int64_t>(f.varint) >= 0) {
+    if (f.number == fields::kDeviceOrdinal && f.wire_type == kVarint && static_cast<int64_t>(f.varint) >= 0) {
       PN_ASSIGN_OR_RETURN(int64_t mapped, map(static_cast<int64_t>(f.varint)));
-      AppendVarintField(&out, kDeviceOrdinalField, static_cast<uint64_t>(mapped));
-    } else if (f.number == kDeviceAssignmentField && f.wire_type == kLengthDelimited) {
+      AppendVarintField(&out, fields::kDeviceOrdinal, static_cast<uint64_t>(mapped));
+    } else if (f.number == fields::kDeviceAssignment && f.wire_type == kLengthDelimited) {
       PN_ASSIGN_OR_RETURN(std::string mapped, MapDeviceAssignment(f.payload, map));
-      AppendBytesField(&out, kDeviceAssignmentField, mapped);
-    } else if (f.number == kDebugOptionsField && f.wire_type == kLengthDelimited) {
+      AppendBytesField(&out, fields::kDeviceAssignment, mapped);
+    } else if (f.number == fields::kDebugOptions && f.wire_type == kLengthDelimited) {
       PN_ASSIGN_OR_RETURN(std::string canonical, CanonicalDebugOptions(f.payload));
-      AppendBytesField(&out, kDebugOptionsField, canonical);
+      AppendBytesField(&out, fields::kDebugOptions, canonical);
     } else {
       out += f.raw;
     }
@@ -111,9 +102,9 @@ StatusOr<std::string> MapDeviceAssignment(const std::string& serialized_assignme
   Field f;
   while (!reader.done()) {
     if (!reader.Next(&f)) return Malformed("the device assignment");
-    if (f.number == kComputationDevicesField && f.wire_type == kLengthDelimited) {
+    if (f.number == fields::kAssignmentComputationDevices && f.wire_type == kLengthDelimited) {
       PN_ASSIGN_OR_RETURN(std::string mapped, MapComputationDevice(f.payload, map));
-      AppendBytesField(&out, kComputationDevicesField, mapped);
+      AppendBytesField(&out, fields::kAssignmentComputationDevices, mapped);
     } else {
       out += f.raw;
     }
@@ -130,20 +121,20 @@ StatusOr<std::string> NormalizeCompileOptions(const std::string& serialized_opti
   Field f;
   while (!reader.done()) {
     if (!reader.Next(&f)) return Malformed("compile_options (an xla.CompileOptionsProto)");
-    if (f.number == kExecutableBuildOptionsField && f.wire_type == kLengthDelimited) {
+    if (f.number == fields::kBuildOptions && f.wire_type == kLengthDelimited) {
       PN_ASSIGN_OR_RETURN(std::string mapped, MapBuildOptions(f.payload, to_engine_id, layout));
-      AppendBytesField(&out, kExecutableBuildOptionsField, mapped);
+      AppendBytesField(&out, fields::kBuildOptions, mapped);
     } else {
       out += f.raw;
     }
   }
   std::string defaults;
   if (layout->num_replicas <= 0) {
-    AppendVarintField(&defaults, kNumReplicasField, 1);
+    AppendVarintField(&defaults, fields::kNumReplicas, 1);
     layout->num_replicas = 1;
   }
   if (layout->num_partitions <= 0) {
-    AppendVarintField(&defaults, kNumPartitionsField, 1);
+    AppendVarintField(&defaults, fields::kNumPartitions, 1);
     layout->num_partitions = 1;
   }
   const size_t cores_needed = static_cast<size_t>(layout->num_replicas) * layout->num_partitions;
@@ -152,34 +143,30 @@ StatusOr<std::string> NormalizeCompileOptions(const std::string& serialized_opti
     for (int partition = 0; partition < layout->num_partitions; ++partition) {
       std::string ids;
       for (int replica = 0; replica < layout->num_replicas; ++replica) {
-        AppendVarintField(&ids, kReplicaDeviceIdsField,
+        AppendVarintField(&ids, fields::kComputationDeviceReplicaIds,
                           static_cast<uint64_t>((*default_engine_cores)[partition * layout->num_replicas + replica]));
       }
-      AppendBytesField(&assignment, kComputationDevicesField, ids);
+      AppendBytesField(&assignment, fields::kAssignmentComputationDevices, ids);
     }
-    AppendVarintField(&assignment, kAssignmentReplicaCountField, static_cast<uint64_t>(layout->num_replicas));
-    AppendVarintField(&assignment, kAssignmentComputationCountField, static_cast<uint64_t>(layout->num_partitions));
-    AppendBytesField(&defaults, kDeviceAssignmentField, assignment);
+    AppendVarintField(&assignment, fields::kAssignmentReplicaCount, static_cast<uint64_t>(layout->num_replicas));
+    AppendVarintField(&assignment, fields::kAssignmentComputationCount, static_cast<uint64_t>(layout->num_partitions));
+    AppendBytesField(&defaults, fields::kDeviceAssignment, assignment);
   }
-  if (!defaults.empty()) AppendBytesField(&out, kExecutableBuildOptionsField, defaults);  // merges into the first
+  if (!defaults.empty()) AppendBytesField(&out, fields::kBuildOptions, defaults);  // merges into the first
   return out;
 }
-
-constexpr uint32_t kCompileOptionsEnvOverrides = 7;  // CompileOptionsProto.env_option_overrides
-constexpr uint32_t kOverrideString = 1;              // OptionOverrideProto
-constexpr uint32_t kOverrideBool = 2;
 
 void AppendOptionOverride(std::string* options, const std::string& flag, const std::string* text, bool flag_value) {
   std::string value;
   if (text != nullptr) {
-    AppendBytesField(&value, kOverrideString, *text);
+    AppendBytesField(&value, fields::kOverrideString, *text);
   } else {
-    AppendVarintField(&value, kOverrideBool, flag_value ? 1 : 0);
+    AppendVarintField(&value, fields::kOverrideBool, flag_value ? 1 : 0);
   }
   std::string entry;
-  AppendBytesField(&entry, 1, flag);
-  AppendBytesField(&entry, 2, value);
-  AppendBytesField(options, kCompileOptionsEnvOverrides, entry);
+  AppendBytesField(&entry, hlo_fields::kMapKey, flag);
+  AppendBytesField(&entry, hlo_fields::kMapValue, value);
+  AppendBytesField(options, fields::kEnvOptionOverrides, entry);
 }
 
 std::string PortableSingleCoreOptions(const std::string& serialized_options) {
@@ -188,8 +175,8 @@ std::string PortableSingleCoreOptions(const std::string& serialized_options) {
   Field f;
   while (!reader.done()) {
     if (!reader.Next(&f)) return "";
-    if (f.number == kCompilePortableExecutableField) continue;
-    if (f.number != kExecutableBuildOptionsField || f.wire_type != kLengthDelimited) {
+    if (f.number == fields::kCompilePortableExecutable) continue;
+    if (f.number != fields::kBuildOptions || f.wire_type != kLengthDelimited) {
       out += f.raw;
       continue;
     }
@@ -197,17 +184,17 @@ std::string PortableSingleCoreOptions(const std::string& serialized_options) {
     Field g;
     while (!inner.done()) {
       if (!inner.Next(&g)) return "";
-      if (g.number == kDeviceOrdinalField || g.number == kNumReplicasField || g.number == kNumPartitionsField ||
-          g.number == kDeviceAssignmentField) {
+      if (g.number == fields::kDeviceOrdinal || g.number == fields::kNumReplicas ||
+          g.number == fields::kNumPartitions || g.number == fields::kDeviceAssignment) {
         continue;
       }
       build += g.raw;
     }
   }
-  AppendVarintField(&build, kNumReplicasField, 1);
-  AppendVarintField(&build, kNumPartitionsField, 1);
-  AppendBytesField(&out, kExecutableBuildOptionsField, build);
-  AppendVarintField(&out, kCompilePortableExecutableField, 1);
+  AppendVarintField(&build, fields::kNumReplicas, 1);
+  AppendVarintField(&build, fields::kNumPartitions, 1);
+  AppendBytesField(&out, fields::kBuildOptions, build);
+  AppendVarintField(&out, fields::kCompilePortableExecutable, 1);
   return out;
 }
 
@@ -216,7 +203,7 @@ std::string CompileOptionsOfSerializedExecutable(const std::string& serialized_e
   Field f;
   std::string options;
   while (!reader.done() && reader.Next(&f)) {
-    if (f.number == kExecutableOptionsField && f.wire_type == kLengthDelimited) options = f.payload;
+    if (f.number == fields::kExecutableCompileOptions && f.wire_type == kLengthDelimited) options = f.payload;
   }
   return options;
 }

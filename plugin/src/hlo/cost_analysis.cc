@@ -7,204 +7,40 @@
 
 #include "common/element_sizes.h"
 #include "common/json.h"
-#include "hlo/hlo_fields.h"
-#include "hlo/wire_format.h"
+#include "hlo/module_view.h"
 
 namespace pjrt_neuron::hlo {
 namespace {
 
-namespace fields = hlo_fields;
+using Shape = ShapeView;
+using Instruction = InstructionView;
+using Computation = ComputationView;
 
-// Fields only the cost analysis reads (xla/service/hlo.proto, xla/xla_data.proto).
-constexpr uint32_t kInstructionConvolutionDimensionNumbers = 16;
-constexpr uint32_t kDotLhsBatch = 3;                // DotDimensionNumbers.lhs_batch_dimensions
-constexpr uint32_t kConvKernelOutputFeature = 4;    // ConvolutionDimensionNumbers
-constexpr uint32_t kReplicaGroupIds = 1;            // ReplicaGroup.replica_ids
-constexpr uint32_t kDeviceListGroups = 1;           // CollectiveDeviceListProto.replica_groups
-constexpr uint32_t kDeviceListIota = 2;             // CollectiveDeviceListProto.iota_replica_group_list
-constexpr uint32_t kIotaDevicesPerGroup = 2;        // IotaReplicaGroupListProto.num_devices_per_group
+// The root's id; -1 when the computation names none.
+int64_t RootId(const Computation& c) { return c.has_root_id ? c.root_id : -1; }
 
-struct Array {
-  int type = 0;
-  std::vector<int64_t> dims;
-};
-
-struct Shape {
-  std::vector<Array> leaves;  // a tuple's arrays, or the one array
-};
-
-// A repeated int64 field, packed or not.
-void ReadInts(const Field& f, std::vector<int64_t>* out) {
-  if (f.wire_type == kVarint) {
-    out->push_back(static_cast<int64_t>(f.varint));
-  } else if (f.wire_type == kLengthDelimited) {
-    WireReader packed(f.payload);
-    uint64_t v;
-    while (!packed.done() && packed.Varint(&v)) out->push_back(static_cast<int64_t>(v));
-  }
-}
-
-void ReadShape(const std::string& bytes, Shape* shape) {
-  WireReader reader(bytes);
-  Field f;
-  Array array;
-  bool tuple = false;
-  while (!reader.done() && reader.Next(&f)) {
-    if (f.number == fields::kShapeElementType && f.wire_type == kVarint) {
-      array.type = static_cast<int>(f.varint);
-      tuple = array.type == kTupleElementType;
-    } else if (f.number == fields::kShapeDimensions) {
-      ReadInts(f, &array.dims);
-    } else if (f.number == fields::kShapeTupleShapes && f.wire_type == kLengthDelimited) {
-      ReadShape(f.payload, shape);
-    }
-  }
-  if (!tuple) shape->leaves.push_back(array);
-}
-
-struct Instruction {
-  int64_t id = 0;
-  int64_t parameter_number = 0;
-  std::string opcode;
-  Shape shape;
-  std::vector<int64_t> operands;
-  std::vector<int64_t> called;
-  std::vector<int64_t> dimensions;
-  std::vector<int64_t> lhs_contracting;
-  std::vector<int64_t> lhs_batch;
-  int64_t kernel_output_feature = 0;
-  std::string backend_config;
-  int group_size = 0;
-};
-
-// Participants per group, from replica_groups or collective_device_list; 0 when every device.
-int ReadGroupSize(const Field& f) {
-  WireReader reader(f.payload);
-  Field g;
-  if (f.number == fields::kInstructionReplicaGroups) {
-    std::vector<int64_t> ids;
-    while (!reader.done() && reader.Next(&g)) {
-      if (g.number == kReplicaGroupIds) ReadInts(g, &ids);
-    }
-    return static_cast<int>(ids.size());
-  }
-  while (!reader.done() && reader.Next(&g)) {
-    if (g.number == kDeviceListGroups && g.wire_type == kLengthDelimited) {
-      Field group;
-      group.number = fields::kInstructionReplicaGroups;
-      group.payload = g.payload;
-      return ReadGroupSize(group);
-    }
-    if (g.number == kDeviceListIota && g.wire_type == kLengthDelimited) {
-      WireReader iota(g.payload);
-      Field h;
-      while (!iota.done() && iota.Next(&h)) {
-        if (h.number == kIotaDevicesPerGroup && h.wire_type == kVarint) return static_cast<int>(h.varint);
-      }
-    }
-  }
-  return 0;
-}
-
-bool ReadInstruction(const std::string& bytes, Instruction* i) {
-  WireReader reader(bytes);
-  Field f;
-  while (!reader.done()) {
-    if (!reader.Next(&f)) return false;
-    switch (f.number) {
-      case fields::kInstructionOpcode: i->opcode = f.payload; break;
-      case fields::kInstructionShape: ReadShape(f.payload, &i->shape); break;
-      case fields::kInstructionId: i->id = static_cast<int64_t>(f.varint); break;
-      case fields::kInstructionParameterNumber: i->parameter_number = static_cast<int64_t>(f.varint); break;
-      case fields::kInstructionOperandIds: ReadInts(f, &i->operands); break;
-      case fields::kInstructionCalledComputations: ReadInts(f, &i->called); break;
-      case fields::kInstructionDimensions: ReadInts(f, &i->dimensions); break;
-      case fields::kInstructionBackendConfig: i->backend_config = f.payload; break;
-      case fields::kInstructionDotDimensionNumbers: {
-        WireReader dot(f.payload);
-        Field g;
-        while (!dot.done() && dot.Next(&g)) {
-          if (g.number == fields::kDotLhsContracting) ReadInts(g, &i->lhs_contracting);
-          if (g.number == kDotLhsBatch) ReadInts(g, &i->lhs_batch);
-        }
-        break;
-      }
-      case kInstructionConvolutionDimensionNumbers: {
-        WireReader conv(f.payload);
-        Field g;
-        while (!conv.done() && conv.Next(&g)) {
-          if (g.number == kConvKernelOutputFeature && g.wire_type == kVarint) {
-            i->kernel_output_feature = static_cast<int64_t>(g.varint);
-          }
-        }
-        break;
-      }
-      case fields::kInstructionReplicaGroups:
-      case fields::kInstructionCollectiveDeviceList: {
-        const int size = ReadGroupSize(f);
-        if (size > 0 && i->group_size == 0) i->group_size = size;
-        break;
-      }
-      default: break;
-    }
-  }
-  return true;
-}
-
-struct Computation {
-  int64_t id = 0;
-  int64_t root_id = -1;
-  std::vector<Instruction> instructions;
-};
-
-struct Module {
-  int64_t entry_id = -1;
-  std::vector<Computation> computations;
-};
-
-Status ReadModule(const std::string& bytes, Module* module) {
-  const Status malformed = InvalidArgument("the program is not a valid HloModuleProto");
-  WireReader reader(bytes);
-  Field f;
-  while (!reader.done()) {
-    if (!reader.Next(&f)) return malformed;
-    if (f.number == fields::kModuleEntryComputationId && f.wire_type == kVarint) module->entry_id = static_cast<int64_t>(f.varint);
-    if (f.number != fields::kModuleComputations || f.wire_type != kLengthDelimited) continue;
-    Computation computation;
-    WireReader inner(f.payload);
-    Field g;
-    while (!inner.done()) {
-      if (!inner.Next(&g)) return malformed;
-      if (g.number == fields::kComputationId && g.wire_type == kVarint) computation.id = static_cast<int64_t>(g.varint);
-      if (g.number == fields::kComputationRootId && g.wire_type == kVarint) computation.root_id = static_cast<int64_t>(g.varint);
-      if (g.number == fields::kComputationInstructions && g.wire_type == kLengthDelimited) {
-        Instruction instruction;
-        if (!ReadInstruction(g.payload, &instruction)) return malformed;
-        computation.instructions.push_back(std::move(instruction));
-      }
-    }
-    module->computations.push_back(std::move(computation));
-  }
-  if (module->computations.empty()) return InvalidArgument("the program has no computations");
-  return Status::Ok();
-}
-
-int64_t Elements(const Array& a) {
+int64_t ArrayElements(const Shape& array) {
   int64_t n = 1;
-  for (int64_t d : a.dims) n *= d;
+  for (int64_t d : array.dims) n *= d;
   return n;
 }
 
 int64_t Elements(const Shape& s) {
   int64_t n = 0;
-  for (const Array& a : s.leaves) n += Elements(a);
+  for (const Shape* a : s.Leaves()) n += ArrayElements(*a);
   return n;
 }
 
 int64_t Bytes(const Shape& s) {
   int64_t n = 0;
-  for (const Array& a : s.leaves) n += Elements(a) * XlaElementBytes(a.type);
+  for (const Shape* a : s.Leaves()) n += ArrayElements(*a) * XlaElementBytes(a->element_type);
   return n;
+}
+
+// The first array of a shape; null for an empty tuple.
+const Shape* FirstArray(const Shape& s) {
+  std::vector<const Shape*> leaves = s.Leaves();
+  return leaves.empty() ? nullptr : leaves[0];
 }
 
 // The matrix engine's rate class of an operand type.
@@ -274,8 +110,8 @@ struct Frame {
 
 class Counter {
  public:
-  explicit Counter(const Module& module) {
-    for (const Computation& c : module.computations) {
+  explicit Counter(const ModuleView& module) {
+    for (const Computation& c : module.computations()) {
       computations_[c.id] = &c;
       for (const Instruction& i : c.instructions) instructions_[i.id] = &i;
     }
@@ -304,8 +140,8 @@ class Counter {
 
  private:
   const Shape* OperandShape(const Instruction& i, size_t n) const {
-    if (n >= i.operands.size()) return nullptr;
-    auto it = instructions_.find(i.operands[n]);
+    if (n >= i.operand_ids.size()) return nullptr;
+    auto it = instructions_.find(i.operand_ids[n]);
     return it == instructions_.end() ? nullptr : &it->second->shape;
   }
 
@@ -315,8 +151,8 @@ class Counter {
   }
 
   const Computation* Called(const Instruction& i) const {
-    if (i.called.empty()) return nullptr;
-    auto it = computations_.find(i.called[0]);
+    if (i.called_computation_ids.empty()) return nullptr;
+    auto it = computations_.find(i.called_computation_ids[0]);
     return it == computations_.end() ? nullptr : it->second;
   }
 
@@ -325,20 +161,21 @@ class Counter {
   // fusion of its own, with a transpose or copy for the dot's layout), and a NeuronCore would
   // not. Follows converts, ops that only move elements, fusion parameters and fusion roots.
   int SourceType(const Instruction* at, const Frame* frame, int depth = 0) const {
-    const int type = at->shape.leaves.empty() ? 0 : at->shape.leaves[0].type;
+    const Shape* first = FirstArray(at->shape);
+    const int type = first == nullptr ? 0 : first->element_type;
     if (depth > 32) return type;
     const Instruction* next = nullptr;
     const Frame* next_frame = frame;
     Frame inner{at, frame};
-    if ((at->opcode == "convert" || MovesElementsOnly(at->opcode)) && !at->operands.empty()) {
-      next = Find(at->operands[0]);
+    if ((at->opcode == "convert" || MovesElementsOnly(at->opcode)) && !at->operand_ids.empty()) {
+      next = Find(at->operand_ids[0]);
     } else if (at->opcode == "parameter" && frame != nullptr && frame->call != nullptr &&
-               static_cast<size_t>(at->parameter_number) < frame->call->operands.size()) {
-      next = Find(frame->call->operands[at->parameter_number]);
+               static_cast<size_t>(at->parameter_number) < frame->call->operand_ids.size()) {
+      next = Find(frame->call->operand_ids[at->parameter_number]);
       next_frame = frame->caller;
     } else if (at->opcode == "fusion") {
       if (const Computation* body = Called(*at)) {
-        next = Find(body->root_id);
+        next = Find(RootId(*body));
         next_frame = &inner;
       }
     }
@@ -372,17 +209,18 @@ class Counter {
     CountIntermediate(i, times, frame);
     if (op == "fusion" || op == "call" || op == "async-start") {
       const Frame inner{&i, frame};
-      for (int64_t c : i.called) CountComputation(c, times, depth + 1, &inner);
+      for (int64_t c : i.called_computation_ids) CountComputation(c, times, depth + 1, &inner);
     } else if (op == "while") {
       int64_t trips = KnownTripCount(i.backend_config);
       if (trips == 0) {
         trips = 1;
         cost_.unknown_trip_count = true;
       }
-      for (int64_t c : i.called) CountComputation(c, times * static_cast<double>(trips), depth + 1);
+      for (int64_t c : i.called_computation_ids) CountComputation(c, times * static_cast<double>(trips), depth + 1);
     } else if (op == "conditional") {
       // Each run takes one branch: count their mean.
-      for (int64_t c : i.called) CountComputation(c, times / static_cast<double>(i.called.size()), depth + 1);
+      const double branches = static_cast<double>(i.called_computation_ids.size());
+      for (int64_t c : i.called_computation_ids) CountComputation(c, times / branches, depth + 1);
     } else if (op == "dot") {
       CountDot(i, times, frame);
     } else if (op == "convolution") {
@@ -396,7 +234,7 @@ class Counter {
       cost_.transcendental_ops += times * static_cast<double>(Elements(i.shape));
     } else if (op == "reduce" || op == "reduce-window") {
       // Every input element is combined once (the first half of the operands are the inputs).
-      for (size_t n = 0; n < i.operands.size() / 2; ++n) {
+      for (size_t n = 0; n < i.operand_ids.size() / 2; ++n) {
         if (const Shape* s = OperandShape(i, n)) cost_.vector_ops += times * static_cast<double>(Elements(*s));
       }
     } else if (const std::string kind = CollectiveKind(op); !kind.empty()) {
@@ -406,25 +244,28 @@ class Counter {
 
   bool ConvertsFloatToFloat(const Instruction& i) const {
     const Shape* from = OperandShape(i, 0);
-    if (from == nullptr || from->leaves.empty() || i.shape.leaves.empty()) return false;
-    return IsFloat(from->leaves[0].type) && IsFloat(i.shape.leaves[0].type);
+    const Shape* from_array = from == nullptr ? nullptr : FirstArray(*from);
+    const Shape* to_array = FirstArray(i.shape);
+    if (from_array == nullptr || to_array == nullptr) return false;
+    return IsFloat(from_array->element_type) && IsFloat(to_array->element_type);
   }
 
   void CountDot(const Instruction& i, double times, const Frame* frame) {
-    const Shape* lhs = OperandShape(i, 0);
-    if (lhs == nullptr || lhs->leaves.empty()) return;
-    const std::vector<int64_t>& dims = lhs->leaves[0].dims;
+    const Shape* lhs_shape = OperandShape(i, 0);
+    const Shape* lhs = lhs_shape == nullptr ? nullptr : FirstArray(*lhs_shape);
+    if (lhs == nullptr) return;
+    const std::vector<int64_t>& dims = lhs->dims;
     int64_t contracted = 1;
-    for (int64_t d : i.lhs_contracting) {
+    for (int64_t d : i.dot_lhs_contracting) {
       if (d >= 0 && static_cast<size_t>(d) < dims.size()) contracted *= dims[d];
     }
     int64_t batch = 1;
-    for (int64_t d : i.lhs_batch) {
+    for (int64_t d : i.dot_lhs_batch) {
       if (d >= 0 && static_cast<size_t>(d) < dims.size()) batch *= dims[d];
     }
-    const std::string type = MatmulClass(SourceType(Find(i.operands[0]), frame));
+    const std::string type = MatmulClass(SourceType(Find(i.operand_ids[0]), frame));
     cost_.matmul_flops[type] += times * 2.0 * Elements(i.shape) * contracted;
-    const int64_t m = contracted * batch > 0 ? Elements(lhs->leaves[0]) / (contracted * batch) : 0;
+    const int64_t m = contracted * batch > 0 ? ArrayElements(*lhs) / (contracted * batch) : 0;
     const int64_t n = m * batch > 0 ? Elements(i.shape) / (m * batch) : 0;
     AddMatmul(type, batch, m, contracted, n, times);
   }
@@ -436,14 +277,15 @@ class Counter {
   // Each output element sums over the kernel's input features and window: kernel size / outputs.
   void CountConvolution(const Instruction& i, double times, const Frame* frame) {
     const Shape* input = OperandShape(i, 0);
-    const Shape* kernel = OperandShape(i, 1);
-    if (input == nullptr || kernel == nullptr || input->leaves.empty() || kernel->leaves.empty()) return;
-    const Array& k = kernel->leaves[0];
-    if (i.kernel_output_feature < 0 || static_cast<size_t>(i.kernel_output_feature) >= k.dims.size()) return;
-    const int64_t outputs = k.dims[i.kernel_output_feature];
+    const Shape* kernel_shape = OperandShape(i, 1);
+    const Shape* kernel = kernel_shape == nullptr ? nullptr : FirstArray(*kernel_shape);
+    if (input == nullptr || kernel == nullptr || FirstArray(*input) == nullptr) return;
+    const int64_t feature = i.convolution_kernel_output_feature;
+    if (feature < 0 || static_cast<size_t>(feature) >= kernel->dims.size()) return;
+    const int64_t outputs = kernel->dims[feature];
     if (outputs <= 0) return;
-    const double per_output = static_cast<double>(Elements(k)) / static_cast<double>(outputs);
-    const std::string type = MatmulClass(SourceType(Find(i.operands[0]), frame));
+    const double per_output = static_cast<double>(ArrayElements(*kernel)) / static_cast<double>(outputs);
+    const std::string type = MatmulClass(SourceType(Find(i.operand_ids[0]), frame));
     cost_.matmul_flops[type] += times * 2.0 * Elements(i.shape) * per_output;
     AddMatmul(type, 1, outputs, static_cast<int64_t>(per_output), Elements(i.shape) / outputs, times);
   }
@@ -453,9 +295,10 @@ class Counter {
     int64_t bytes = 0;
     if (kind == "all-gather") {
       bytes = Bytes(i.shape);
-      if (i.opcode != kind && i.shape.leaves.size() > 1) bytes = Bytes(Shape{{i.shape.leaves.back()}});
+      const std::vector<const Shape*> leaves = i.shape.Leaves();
+      if (i.opcode != kind && leaves.size() > 1) bytes = Bytes(*leaves.back());
     } else {
-      for (size_t n = 0; n < i.operands.size(); ++n) {
+      for (size_t n = 0; n < i.operand_ids.size(); ++n) {
         if (const Shape* s = OperandShape(i, n)) bytes += Bytes(*s);
       }
     }
@@ -474,20 +317,23 @@ class Counter {
 }  // namespace
 
 StatusOr<ProgramCost> AnalyzeProgramCost(const std::string& bytes, bool with_config) {
-  Module module;
-  PN_RETURN_IF_ERROR(ReadModule(HloModuleBytes(bytes, with_config), &module));
-  const Computation* entry = &module.computations.back();  // callees come before callers
-  for (const Computation& c : module.computations) {
-    if (c.id == module.entry_id) entry = &c;
-  }
+  StatusOr<ModuleView> module = ModuleView::ReadProgram(bytes, with_config);
+  if (!module.ok()) return InvalidArgument("the program is not a valid HloModuleProto");
+  return AnalyzeProgramCost(module.value());
+}
+
+StatusOr<ProgramCost> AnalyzeProgramCost(const ModuleView& module) {
+  const Computation* entry = module.entry();  // callees come before callers: the last, unless named
+  if (entry == nullptr) return InvalidArgument("the program has no computations");
   Counter counter(module);
   counter.CountComputation(entry->id, 1.0, 0);
-  ProgramCost cost = counter.Take(entry->root_id);
+  const int64_t root_id = RootId(*entry);
+  ProgramCost cost = counter.Take(root_id);
   for (const Instruction& i : entry->instructions) {
     if (i.opcode == "parameter") cost.parameter_bytes += Bytes(i.shape);
-    if (i.id == entry->root_id) cost.output_bytes = Bytes(i.shape);
+    if (i.id == root_id) cost.output_bytes = Bytes(i.shape);
   }
-  if (entry->root_id < 0 && !entry->instructions.empty()) cost.output_bytes = Bytes(entry->instructions.back().shape);
+  if (root_id < 0 && !entry->instructions.empty()) cost.output_bytes = Bytes(entry->instructions.back().shape);
   return cost;
 }
 

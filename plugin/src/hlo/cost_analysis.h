@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "hlo/module_view.h"
 
 namespace pjrt_neuron::hlo {
 
@@ -55,6 +56,7 @@ struct ProgramCost {
 
 // `module` is a serialized HloModuleProto, or HloModuleProtoWithConfig when `with_config`.
 StatusOr<ProgramCost> AnalyzeProgramCost(const std::string& module, bool with_config);
+StatusOr<ProgramCost> AnalyzeProgramCost(const ModuleView& module);
 
 // The cost as one JSON object (the estimate report's "cost" field).
 std::string ProgramCostJson(const ProgramCost& cost);

@@ -1,5 +1,6 @@
-// Field numbers of XLA's HLO protos (xla/service/hlo.proto, xla/xla_data.proto), read and
-// written with wire_format.h; shared by every reader and rewriter of programs in hlo/.
+// Field numbers of the XLA protos the plugin reads and writes without protobuf: HLO programs
+// (xla/service/hlo.proto, xla/xla_data.proto) and compile options
+// (xla/pjrt/proto/compile_options.proto). The one table: hlo/ and the engines include it.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,10 @@ namespace pjrt_neuron::hlo {
 
 namespace hlo_fields {
 constexpr uint32_t kWithConfigModule = 1;  // HloModuleProtoWithConfig.hlo_module
+constexpr uint32_t kWithConfigConfig = 2;  // HloModuleProtoWithConfig.config
+constexpr uint32_t kConfigEntryLayout = 1;  // HloModuleConfigProto.entry_computation_layout
+constexpr uint32_t kConfigReplicas = 4;
+constexpr uint32_t kConfigPartitions = 5;
 constexpr uint32_t kModuleName = 1;        // HloModuleProto
 constexpr uint32_t kModuleComputations = 3;
 constexpr uint32_t kModuleIsDynamic = 11;
@@ -64,7 +69,48 @@ constexpr uint32_t kLayoutMemorySpace = 8;  // LayoutProto
 constexpr uint32_t kProgramShapeParameters = 1;  // ProgramShapeProto
 constexpr uint32_t kProgramShapeResult = 2;
 constexpr uint32_t kDotLhsContracting = 1;  // DotDimensionNumbers
+constexpr uint32_t kDotRhsContracting = 2;
+constexpr uint32_t kDotLhsBatch = 3;
+constexpr uint32_t kModuleSchedule = 7;  // HloModuleProto.schedule
+constexpr uint32_t kModuleAliases = 8;   // HloModuleProto.input_output_alias
+constexpr uint32_t kAliasEntries = 1;    // HloInputOutputAliasProto
+constexpr uint32_t kAliasOutputIndex = 1;  // HloInputOutputAliasProto.AliasEntryProto
+constexpr uint32_t kAliasParameterNumber = 2;
+constexpr uint32_t kAliasParameterIndex = 3;
+constexpr uint32_t kAliasKind = 4;
+constexpr uint64_t kAliasKindMustAlias = 2;  // xla.Kind MUST_ALIAS
+constexpr uint32_t kInstructionConvolutionDimensionNumbers = 16;  // HloInstructionProto
+constexpr uint32_t kConvKernelOutputFeature = 4;  // ConvolutionDimensionNumbers
+constexpr uint32_t kReplicaGroupIds = 1;          // ReplicaGroup.replica_ids
+constexpr uint32_t kDeviceListGroups = 1;         // CollectiveDeviceListProto.replica_groups
+constexpr uint32_t kDeviceListIota = 2;           // CollectiveDeviceListProto.iota_replica_group_list
+constexpr uint32_t kIotaDevicesPerGroup = 2;      // IotaReplicaGroupListProto.num_devices_per_group
+constexpr uint32_t kMapKey = 1;                   // every map entry (FrontendAttributes.map, ...)
+constexpr uint32_t kMapValue = 2;
+constexpr uint32_t kLayoutMinorToMajor = 1;  // LayoutProto
+constexpr uint32_t kLiteralShape = 1;        // LiteralProto
+constexpr uint32_t kLiteralF32s = 8;
 }  // namespace hlo_fields
+
+// xla/pjrt/proto/compile_options.proto and the messages it holds (xla/xla.proto, xla_data.proto).
+namespace compile_options_fields {
+constexpr uint32_t kBuildOptions = 3;  // CompileOptionsProto.executable_build_options
+constexpr uint32_t kCompilePortableExecutable = 4;
+constexpr uint32_t kEnvOptionOverrides = 7;
+constexpr uint32_t kOverrideString = 1;  // OptionOverrideProto
+constexpr uint32_t kOverrideBool = 2;
+constexpr uint32_t kExecutableCompileOptions = 2;  // ExecutableAndOptionsProto.compile_options
+constexpr uint32_t kDeviceOrdinal = 1;  // ExecutableBuildOptionsProto
+constexpr uint32_t kDebugOptions = 3;
+constexpr uint32_t kNumReplicas = 4;
+constexpr uint32_t kNumPartitions = 5;
+constexpr uint32_t kUseSpmdPartitioning = 6;
+constexpr uint32_t kDeviceAssignment = 9;
+constexpr uint32_t kAssignmentReplicaCount = 1;  // DeviceAssignmentProto
+constexpr uint32_t kAssignmentComputationCount = 2;
+constexpr uint32_t kAssignmentComputationDevices = 3;
+constexpr uint32_t kComputationDeviceReplicaIds = 1;  // DeviceAssignmentProto.ComputationDevice
+}  // namespace compile_options_fields
 
 constexpr int kTupleElementType = 13;  // xla.PrimitiveType TUPLE
 
@@ -78,6 +124,21 @@ inline std::string HloModuleBytes(const std::string& program, bool with_config) 
     if (f.number == hlo_fields::kWithConfigModule && f.wire_type == kLengthDelimited) module = f.payload;
   }
   return module;
+}
+
+// The "hlo_with_config" program with `module` in place of its HloModuleProto, the config kept.
+inline std::string WithHloModule(const std::string& program, const std::string& module) {
+  std::string wrapped;
+  WireReader reader(program);
+  Field f;
+  while (!reader.done() && reader.Next(&f)) {
+    if (f.number == hlo_fields::kWithConfigModule) {
+      AppendBytesField(&wrapped, f.number, module);
+    } else {
+      wrapped += f.raw;
+    }
+  }
+  return wrapped;
 }
 
 }  // namespace pjrt_neuron::hlo

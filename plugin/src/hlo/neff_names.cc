@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <map>
 
-#include "hlo/hlo_fields.h"
+#include "hlo/module_view.h"
 #include "hlo/wire_format.h"
 
 namespace pjrt_neuron::hlo {
@@ -12,224 +12,39 @@ namespace {
 
 namespace fields = hlo_fields;
 
-// Field numbers hlo_fields.h does not carry (xla/service/hlo.proto, xla/xla_data.proto).
-constexpr uint32_t kModuleSchedule = 7;
-constexpr uint32_t kModuleAliases = 8;
-constexpr uint32_t kAliasEntries = 1;  // HloInputOutputAliasProto
-constexpr uint32_t kAliasOutputIndex = 1;
-constexpr uint32_t kAliasParameter = 2;
-constexpr uint32_t kAliasParameterIndex = 3;
-constexpr uint32_t kAliasKind = 4;
-constexpr uint64_t kMustAlias = 2;
-constexpr uint32_t kMapKey = 1;
-constexpr uint32_t kMapValue = 2;
 
 constexpr char kInputAttribute[] = "neff_input_names";
 constexpr char kOutputAttribute[] = "neff_output_names";
 
 Status Malformed(const std::string& what) { return InvalidArgument("the HLO module is malformed: " + what); }
 
-// Repeated int64 fields come packed or one per field.
-bool AppendInts(const Field& f, std::vector<int64_t>* out) {
-  if (f.wire_type == kVarint) {
-    out->push_back(static_cast<int64_t>(f.varint));
-    return true;
-  }
-  if (f.wire_type != kLengthDelimited) return false;
-  WireReader packed(f.payload);
-  uint64_t value;
-  while (!packed.done()) {
-    if (!packed.Varint(&value)) return false;
-    out->push_back(static_cast<int64_t>(value));
-  }
-  return true;
-}
-
-struct ShapeTree {
-  int element_type = 0;
-  std::vector<int64_t> dims;
-  std::vector<ShapeTree> elements;
-  bool is_tuple() const { return element_type == kTupleElementType; }
-};
-
-bool ReadShapeTree(const std::string& bytes, ShapeTree* shape, int depth = 0) {
-  if (depth > 64) return false;
-  WireReader reader(bytes);
-  Field f;
-  while (!reader.done()) {
-    if (!reader.Next(&f)) return false;
-    if (f.number == fields::kShapeElementType && f.wire_type == kVarint) shape->element_type = static_cast<int>(f.varint);
-    if (f.number == fields::kShapeDimensions && !AppendInts(f, &shape->dims)) return false;
-    if (f.number == fields::kShapeTupleShapes && f.wire_type == kLengthDelimited) {
-      shape->elements.emplace_back();
-      if (!ReadShapeTree(f.payload, &shape->elements.back(), depth + 1)) return false;
-    }
-  }
-  return true;
-}
-
-void Leaves(const ShapeTree& shape, std::vector<ArraySignature>* out) {
-  if (!shape.is_tuple()) {
-    out->push_back({shape.element_type, shape.dims});
-    return;
-  }
-  for (const ShapeTree& element : shape.elements) Leaves(element, out);
-}
-
-size_t LeafCount(const ShapeTree& shape) {
-  if (!shape.is_tuple()) return 1;
-  size_t count = 0;
-  for (const ShapeTree& element : shape.elements) count += LeafCount(element);
-  return count;
-}
+size_t LeafCount(const ShapeView& shape) { return shape.Leaves().size(); }
 
 // The flat leaf index of a shape index, or -1 when it names no leaf.
-int FlatLeafIndex(const ShapeTree& shape, const std::vector<int64_t>& index) {
-  const ShapeTree* at = &shape;
+int FlatLeafIndex(const ShapeView& shape, const std::vector<int64_t>& index) {
+  const ShapeView* at = &shape;
   size_t flat = 0;
   for (int64_t i : index) {
-    if (!at->is_tuple() || i < 0 || static_cast<size_t>(i) >= at->elements.size()) return -1;
-    for (int64_t k = 0; k < i; ++k) flat += LeafCount(at->elements[k]);
-    at = &at->elements[i];
+    if (!at->is_tuple() || i < 0 || static_cast<size_t>(i) >= at->tuple_shapes.size()) return -1;
+    for (int64_t k = 0; k < i; ++k) flat += LeafCount(at->tuple_shapes[k]);
+    at = &at->tuple_shapes[i];
   }
   return at->is_tuple() ? -1 : static_cast<int>(flat);
 }
 
-struct Instruction {
-  std::vector<Field> fields;  // as read, for writing back
-  std::string opcode;
-  std::string name;
-  std::string shape_bytes;
-  ShapeTree shape;
-  int64_t id = 0;
-  int64_t parameter_number = 0;
-  std::vector<int64_t> operand_ids;
-};
-
-bool ReadInstruction(const std::string& bytes, Instruction* instruction) {
-  WireReader reader(bytes);
-  Field f;
-  while (!reader.done()) {
-    if (!reader.Next(&f)) return false;
-    switch (f.number) {
-      case fields::kInstructionName: instruction->name = f.payload; break;
-      case fields::kInstructionOpcode: instruction->opcode = f.payload; break;
-      case fields::kInstructionShape:
-        instruction->shape_bytes = f.payload;
-        if (!ReadShapeTree(f.payload, &instruction->shape)) return false;
-        break;
-      case fields::kInstructionId: instruction->id = static_cast<int64_t>(f.varint); break;
-      case fields::kInstructionParameterNumber: instruction->parameter_number = static_cast<int64_t>(f.varint); break;
-      case fields::kInstructionOperandIds:
-        if (!AppendInts(f, &instruction->operand_ids)) return false;
-        break;
-      default: break;
-    }
-    instruction->fields.push_back(f);
-  }
-  return true;
+StatusOr<ModuleView> ReadModule(const std::string& bytes) {
+  StatusOr<ModuleView> module = ModuleView::Read(bytes);
+  if (!module.ok()) return Malformed(module.status().message());
+  return module;
 }
 
-struct Computation {
-  std::vector<Field> fields;  // everything but the instructions and the root id
-  std::vector<Instruction> instructions;
-  std::string name;
-  int64_t id = 0;
-  bool has_root = false;
-  int64_t root_id = 0;
-};
-
-bool ReadComputation(const std::string& bytes, Computation* computation) {
-  WireReader reader(bytes);
-  Field f;
-  while (!reader.done()) {
-    if (!reader.Next(&f)) return false;
-    if (f.number == fields::kComputationInstructions && f.wire_type == kLengthDelimited) {
-      computation->instructions.emplace_back();
-      if (!ReadInstruction(f.payload, &computation->instructions.back())) return false;
-      continue;
-    }
-    if (f.number == fields::kComputationRootId && f.wire_type == kVarint) {
-      computation->has_root = true;
-      computation->root_id = static_cast<int64_t>(f.varint);
-      continue;
-    }
-    if (f.number == fields::kComputationName) computation->name = f.payload;
-    if (f.number == fields::kComputationId && f.wire_type == kVarint) computation->id = static_cast<int64_t>(f.varint);
-    computation->fields.push_back(f);
-  }
-  return true;
-}
-
-struct Module {
-  std::vector<Field> fields;  // in order; computations are re-read from them
-  std::vector<Computation> computations;
-  std::vector<size_t> computation_field;  // computations[i] is fields[computation_field[i]]
-  size_t entry = 0;
-  std::string name;
-  std::string aliases;
-};
-
-Status ReadModule(const std::string& bytes, Module* module) {
-  WireReader reader(bytes);
-  Field f;
-  std::string entry_name;
-  bool has_entry_id = false;
-  int64_t entry_id = 0;
-  while (!reader.done()) {
-    if (!reader.Next(&f)) return Malformed("the module is not valid protobuf");
-    if (f.number == fields::kModuleComputations && f.wire_type == kLengthDelimited) {
-      module->computations.emplace_back();
-      if (!ReadComputation(f.payload, &module->computations.back())) return Malformed("a computation is not valid");
-      module->computation_field.push_back(module->fields.size());
-    }
-    if (f.number == fields::kModuleName && f.wire_type == kLengthDelimited) module->name = f.payload;
-    if (f.number == fields::kModuleEntryName && f.wire_type == kLengthDelimited) entry_name = f.payload;
-    if (f.number == fields::kModuleEntryComputationId && f.wire_type == kVarint) {
-      has_entry_id = true;
-      entry_id = static_cast<int64_t>(f.varint);
-    }
-    if (f.number == kModuleAliases && f.wire_type == kLengthDelimited) module->aliases = f.payload;
-    module->fields.push_back(f);
-  }
-  if (module->computations.empty()) return Malformed("it has no computations");
-  // The entry: by id, else by name, else the last computation (XLA writes the entry last).
-  module->entry = module->computations.size() - 1;
-  for (size_t i = 0; i < module->computations.size(); ++i) {
-    const Computation& c = module->computations[i];
-    if (has_entry_id ? c.id == entry_id : (!entry_name.empty() && c.name == entry_name)) module->entry = i;
-  }
-  return Status::Ok();
-}
-
-const Instruction* Root(const Computation& computation) {
-  if (computation.instructions.empty()) return nullptr;
-  if (!computation.has_root) return &computation.instructions.back();
-  for (const Instruction& instruction : computation.instructions) {
-    if (instruction.id == computation.root_id) return &instruction;
-  }
-  return nullptr;
-}
-
-Status ReadAliases(const std::string& bytes, const ShapeTree& result, EntrySignature* signature) {
-  WireReader reader(bytes);
-  Field f;
-  while (!reader.done()) {
-    if (!reader.Next(&f)) return Malformed("input_output_alias is not valid protobuf");
-    if (f.number != kAliasEntries || f.wire_type != kLengthDelimited) continue;
-    std::vector<int64_t> output_index, parameter_index;
+Status ReadAliases(const ModuleView& module, const ShapeView& result, EntrySignature* signature) {
+  for (const OutputAliasView& entry : module.aliases()) {
     OutputAlias alias;
-    WireReader entry(f.payload);
-    Field g;
-    while (!entry.done()) {
-      if (!entry.Next(&g)) return Malformed("an alias entry is not valid protobuf");
-      if (g.number == kAliasOutputIndex && !AppendInts(g, &output_index)) return Malformed("an alias output index");
-      if (g.number == kAliasParameterIndex && !AppendInts(g, &parameter_index)) return Malformed("an alias index");
-      if (g.number == kAliasParameter && g.wire_type == kVarint) alias.parameter = static_cast<int>(g.varint);
-      if (g.number == kAliasKind && g.wire_type == kVarint) alias.must_alias = g.varint == kMustAlias;
-    }
-    alias.output = FlatLeafIndex(result, output_index);
-    if (alias.output < 0 || !parameter_index.empty() || alias.parameter < 0 ||
+    alias.parameter = static_cast<int>(entry.parameter_number);
+    alias.must_alias = entry.kind == fields::kAliasKindMustAlias;
+    alias.output = FlatLeafIndex(result, entry.output_index);
+    if (alias.output < 0 || !entry.parameter_index.empty() || alias.parameter < 0 ||
         static_cast<size_t>(alias.parameter) >= signature->parameters.size()) {
       return Malformed("an alias names no array output or parameter");
     }
@@ -238,11 +53,12 @@ Status ReadAliases(const std::string& bytes, const ShapeTree& result, EntrySigna
   return Status::Ok();
 }
 
-Status ReadSignature(const Module& module, EntrySignature* signature) {
-  const Computation& entry = module.computations[module.entry];
-  signature->module_name = module.name;
+Status ReadSignature(const ModuleView& module, EntrySignature* signature) {
+  if (module.computations().empty()) return Malformed("it has no computations");
+  const ComputationView& entry = *module.entry();
+  signature->module_name = module.name();
   std::map<int64_t, ArraySignature> parameters;
-  for (const Instruction& instruction : entry.instructions) {
+  for (const InstructionView& instruction : entry.instructions) {
     if (instruction.opcode != "parameter") continue;
     if (instruction.shape.is_tuple()) {
       return Unimplemented("parameter " + std::to_string(instruction.parameter_number) +
@@ -259,62 +75,48 @@ Status ReadSignature(const Module& module, EntrySignature* signature) {
     }
     signature->parameters.push_back(parameter);
   }
-  const Instruction* root = Root(entry);
+  const InstructionView* root = entry.Root();
   if (root == nullptr) return Malformed("the entry computation has no root");
-  Leaves(root->shape, &signature->outputs);
-  return ReadAliases(module.aliases, root->shape, signature);
+  for (const ShapeView* leaf : root->shape.Leaves()) signature->outputs.push_back({leaf->element_type, leaf->dims});
+  return ReadAliases(module, root->shape, signature);
 }
 
 // FrontendAttributes with our key set to `value` and every other entry kept.
-std::string WithAttribute(const std::vector<Field>& instruction_fields, const char* key, const std::string& value) {
+std::string WithAttribute(const std::vector<FrontendAttribute>& kept, const char* key, const std::string& value) {
   std::string attributes;
-  for (const Field& f : instruction_fields) {
-    if (f.number != fields::kInstructionFrontendAttributes) continue;
-    WireReader reader(f.payload);
-    Field entry;
-    while (!reader.done() && reader.Next(&entry)) {
-      std::string entry_key;
-      WireReader entry_reader(entry.payload);
-      Field g;
-      while (!entry_reader.done() && entry_reader.Next(&g)) {
-        if (g.number == kMapKey) entry_key = g.payload;
-      }
-      if (entry_key != kInputAttribute && entry_key != kOutputAttribute) attributes += entry.raw;
-    }
+  for (const FrontendAttribute& attribute : kept) {
+    if (attribute.key != kInputAttribute && attribute.key != kOutputAttribute) attributes += attribute.raw;
   }
   std::string entry;
-  AppendBytesField(&entry, kMapKey, key);
-  AppendBytesField(&entry, kMapValue, value);
-  AppendBytesField(&attributes, kMapKey, entry);
+  AppendBytesField(&entry, fields::kMapKey, key);
+  AppendBytesField(&entry, fields::kMapValue, value);
+  AppendBytesField(&attributes, fields::kMapKey, entry);
   return attributes;
 }
 
-std::string WriteInstruction(const Instruction& instruction, const char* key, const std::string& value,
-                             const std::vector<int64_t>* new_operands) {
+std::string WriteInstruction(const ModuleView& module, const InstructionView& instruction, const char* key,
+                             const std::string& value, const std::vector<int64_t>* new_operands) {
   std::string out;
-  for (const Field& f : instruction.fields) {
+  for (const FieldSpan& f : instruction.fields) {
     if (f.number == fields::kInstructionFrontendAttributes && key != nullptr) continue;
     if (f.number == fields::kInstructionOperandIds && new_operands != nullptr) continue;
-    out += f.raw;
+    out += module.Bytes(f.raw);
   }
-  if (new_operands != nullptr) {
-    std::string packed;
-    for (int64_t id : *new_operands) AppendVarint(&packed, static_cast<uint64_t>(id));
-    AppendBytesField(&out, fields::kInstructionOperandIds, packed);
+  if (new_operands != nullptr) AppendBytesField(&out, fields::kInstructionOperandIds, PackedVarints(*new_operands));
+  if (key != nullptr) {
+    AppendBytesField(&out, fields::kInstructionFrontendAttributes,
+                     WithAttribute(instruction.frontend_attributes, key, value));
   }
-  if (key != nullptr) AppendBytesField(&out, fields::kInstructionFrontendAttributes, WithAttribute(instruction.fields, key, value));
   return out;
 }
 
-std::string CopyOf(const Instruction& source, int64_t id) {
+std::string CopyOf(const InstructionView& source, int64_t id) {
   std::string out;
   AppendBytesField(&out, fields::kInstructionName, source.name + ".neff_copy");
   AppendBytesField(&out, fields::kInstructionOpcode, "copy");
-  AppendBytesField(&out, fields::kInstructionShape, source.shape_bytes);
+  AppendBytesField(&out, fields::kInstructionShape, source.shape.bytes);
   AppendVarintField(&out, fields::kInstructionId, static_cast<uint64_t>(id));
-  std::string operand;
-  AppendVarint(&operand, static_cast<uint64_t>(source.id));
-  AppendBytesField(&out, fields::kInstructionOperandIds, operand);
+  AppendBytesField(&out, fields::kInstructionOperandIds, PackedVarints({source.id}));
   return out;
 }
 
@@ -324,42 +126,37 @@ std::string OutputNames(size_t count) {
   return names;
 }
 
-int64_t LargestId(const Module& module) {
-  int64_t largest = 0;
-  for (const Computation& c : module.computations) {
-    for (const Instruction& instruction : c.instructions) largest = std::max(largest, instruction.id);
-  }
-  return largest;
-}
-
-// The entry computation, named, with copies in front of parameters the root returns.
-std::string RewriteEntry(const Computation& entry, size_t num_outputs, int64_t* next_id, bool* added_copies) {
-  const Instruction* root = Root(entry);
-  std::map<int64_t, const Instruction*> parameters;
-  for (const Instruction& instruction : entry.instructions) {
+// The entry computation, named, with copies in front of parameters the root returns: its
+// other fields first, then its instructions, then its root id.
+std::string RewriteEntry(const ModuleView& module, const ComputationView& entry, size_t num_outputs, int64_t* next_id,
+                         bool* added_copies) {
+  const InstructionView* root = entry.Root();
+  std::map<int64_t, const InstructionView*> parameters;
+  for (const InstructionView& instruction : entry.instructions) {
     if (instruction.opcode == "parameter") parameters[instruction.id] = &instruction;
   }
-  std::string out;
-  for (const Field& f : entry.fields) out += f.raw;
+  std::string out = module.Concat(entry.fields, {fields::kComputationInstructions, fields::kComputationRootId});
+  auto append = [&](const std::string& instruction) {
+    AppendBytesField(&out, fields::kComputationInstructions, instruction);
+  };
   int64_t root_id = root->id;
-  for (const Instruction& instruction : entry.instructions) {
+  for (const InstructionView& instruction : entry.instructions) {
     const bool is_root = &instruction == root;
     if (instruction.opcode == "parameter") {
-      const std::string name = NeffInputName(static_cast<int>(instruction.parameter_number));
-      AppendBytesField(&out, fields::kComputationInstructions,
-                       WriteInstruction(instruction, kInputAttribute, name, nullptr));
+      append(WriteInstruction(module, instruction, kInputAttribute,
+                              NeffInputName(static_cast<int>(instruction.parameter_number)), nullptr));
       if (!is_root) continue;
       // A root that is a parameter: its copy becomes the root.
       root_id = (*next_id)++;
-      Instruction copy;
-      ReadInstruction(CopyOf(instruction, root_id), &copy);
-      AppendBytesField(&out, fields::kComputationInstructions,
-                       WriteInstruction(copy, kOutputAttribute, OutputNames(num_outputs), nullptr));
+      std::string copy = CopyOf(instruction, root_id);
+      AppendBytesField(&copy, fields::kInstructionFrontendAttributes,
+                       WithAttribute({}, kOutputAttribute, OutputNames(num_outputs)));
+      append(copy);
       *added_copies = true;
       continue;
     }
     if (!is_root) {
-      AppendBytesField(&out, fields::kComputationInstructions, WriteInstruction(instruction, nullptr, "", nullptr));
+      append(WriteInstruction(module, instruction, nullptr, "", nullptr));
       continue;
     }
     std::vector<int64_t> operands = instruction.operand_ids;
@@ -372,16 +169,15 @@ std::string RewriteEntry(const Computation& entry, size_t num_outputs, int64_t* 
         auto [at, inserted] = copy_of.emplace(operand, 0);
         if (inserted) {
           at->second = (*next_id)++;
-          AppendBytesField(&out, fields::kComputationInstructions, CopyOf(*parameter->second, at->second));
+          append(CopyOf(*parameter->second, at->second));
         }
         operand = at->second;
         changed = true;
       }
     }
     *added_copies |= changed;
-    AppendBytesField(&out, fields::kComputationInstructions,
-                     WriteInstruction(instruction, kOutputAttribute, OutputNames(num_outputs),
-                                      changed ? &operands : nullptr));
+    append(WriteInstruction(module, instruction, kOutputAttribute, OutputNames(num_outputs),
+                            changed ? &operands : nullptr));
   }
   AppendVarintField(&out, fields::kComputationRootId, static_cast<uint64_t>(root_id));
   return out;
@@ -393,33 +189,37 @@ std::string NeffInputName(int parameter) { return "input" + std::to_string(param
 std::string NeffOutputName(int output) { return "output" + std::to_string(output); }
 
 StatusOr<EntrySignature> ReadEntrySignature(const std::string& bytes) {
-  Module module;
-  PN_RETURN_IF_ERROR(ReadModule(bytes, &module));
+  PN_ASSIGN_OR_RETURN(ModuleView module, ReadModule(bytes));
+  return ReadEntrySignature(module);
+}
+
+StatusOr<EntrySignature> ReadEntrySignature(const ModuleView& module) {
   EntrySignature signature;
   PN_RETURN_IF_ERROR(ReadSignature(module, &signature));
   return signature;
 }
 
 StatusOr<NeffNamedModule> WithNeffNames(const std::string& bytes) {
-  Module module;
-  PN_RETURN_IF_ERROR(ReadModule(bytes, &module));
+  PN_ASSIGN_OR_RETURN(ModuleView module, ReadModule(bytes));
+  return WithNeffNames(module);
+}
+
+StatusOr<NeffNamedModule> WithNeffNames(const ModuleView& module) {
   NeffNamedModule named;
   PN_RETURN_IF_ERROR(ReadSignature(module, &named.signature));
-  int64_t next_id = LargestId(module) + 1;
+  int64_t next_id = module.LargestInstructionId() + 1;
   bool added_copies = false;
-  const std::string entry =
-      RewriteEntry(module.computations[module.entry], named.signature.outputs.size(), &next_id, &added_copies);
-  const size_t entry_field = module.computation_field[module.entry];
-  for (size_t i = 0; i < module.fields.size(); ++i) {
-    const Field& f = module.fields[i];
-    if (i == entry_field) {
-      AppendBytesField(&named.module, fields::kModuleComputations, entry);
-    } else if (f.number == kModuleSchedule && added_copies) {
-      continue;  // a schedule would not list the new copies; the compiler makes its own
-    } else {
-      named.module += f.raw;
-    }
+  const ComputationView& entry = *module.entry();
+  std::string entry_field;
+  AppendBytesField(&entry_field, fields::kModuleComputations,
+                   RewriteEntry(module, entry, named.signature.outputs.size(), &next_id, &added_copies));
+  ModuleEditor editor(module);
+  for (const FieldSpan& f : module.fields()) {
+    if (f.raw.offset == entry.field.offset) editor.Replace(f, entry_field);
+    // A schedule would not list the new copies; the compiler makes its own.
+    if (f.number == fields::kModuleSchedule && added_copies) editor.Replace(f, "");
   }
+  named.module = editor.Write();
   return named;
 }
 

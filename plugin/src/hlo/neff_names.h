@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "hlo/module_view.h"
 
 namespace pjrt_neuron::hlo {
 
@@ -44,8 +45,10 @@ std::string NeffOutputName(int output);
 // separate tensors. INVALID_ARGUMENT for a malformed module; UNIMPLEMENTED for tuple-shaped
 // parameters, which no framework sends to Neuron.
 StatusOr<NeffNamedModule> WithNeffNames(const std::string& module);
+StatusOr<NeffNamedModule> WithNeffNames(const ModuleView& module);
 
 // The signature alone, of a module named or not.
 StatusOr<EntrySignature> ReadEntrySignature(const std::string& module);
+StatusOr<EntrySignature> ReadEntrySignature(const ModuleView& module);
 
 }  // namespace pjrt_neuron::hlo

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "hlo/module_view.h"
 
 namespace pjrt_neuron::hlo {
 
@@ -21,5 +22,6 @@ inline constexpr char kAnnotateDevicePlacement[] = "annotate_device_placement";
 
 // `module`: a serialized HloModuleProto. INVALID_ARGUMENT when it cannot be read.
 StatusOr<PlacedOutputs> StripOutputPlacements(const std::string& module);
+PlacedOutputs StripOutputPlacements(const ModuleView& module);
 
 }  // namespace pjrt_neuron::hlo

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "hlo/module_view.h"
 
 namespace pjrt_neuron::hlo {
 
@@ -18,5 +19,6 @@ namespace pjrt_neuron::hlo {
 // (a cross-replica one) and replica-id (always 0 in such a program). INVALID_ARGUMENT when the
 // module is malformed.
 StatusOr<std::string> PartitionsAsReplicas(const std::string& module);
+StatusOr<std::string> PartitionsAsReplicas(const ModuleView& module);
 
 }  // namespace pjrt_neuron::hlo

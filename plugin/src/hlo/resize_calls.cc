@@ -7,65 +7,25 @@
 #include <map>
 #include <vector>
 
-#include "hlo/hlo_fields.h"
+#include "hlo/module_view.h"
+#include "hlo/wire_format.h"
 
 namespace pjrt_neuron::hlo {
 namespace {
 
 namespace fields = hlo_fields;
 
-// Field numbers used only here (xla/service/hlo.proto, xla/xla_data.proto).
-constexpr uint32_t kInstructionLiteral = 8;
-constexpr uint32_t kLayoutMinorToMajor = 1;
-constexpr uint32_t kLiteralShape = 1;
-constexpr uint32_t kLiteralF32s = 8;
-constexpr uint32_t kDotRhsContracting = 2;
-
 constexpr int kF16 = 10, kF32 = 11, kBF16 = 16;
-
-struct Shape {
-  int element_type = 0;
-  std::vector<int64_t> dims;
-};
-
-// Packed or unpacked repeated varints.
-void ReadVarints(const Field& f, std::vector<int64_t>* out) {
-  if (f.wire_type == kVarint) {
-    out->push_back(static_cast<int64_t>(f.varint));
-    return;
-  }
-  std::string payload = f.payload;
-  WireReader packed(payload);
-  uint64_t v;
-  while (!packed.done() && packed.Varint(&v)) out->push_back(static_cast<int64_t>(v));
-}
-
-bool ReadShape(const std::string& bytes, Shape* shape) {
-  WireReader reader(bytes);
-  Field f;
-  while (!reader.done()) {
-    if (!reader.Next(&f)) return false;
-    if (f.number == fields::kShapeElementType && f.wire_type == kVarint) shape->element_type = static_cast<int>(f.varint);
-    if (f.number == fields::kShapeDimensions) ReadVarints(f, &shape->dims);
-  }
-  return true;
-}
-
-std::string Packed(const std::vector<int64_t>& values) {
-  std::string out;
-  for (int64_t v : values) AppendVarint(&out, static_cast<uint64_t>(v));
-  return out;
-}
 
 // A dense array shape with the default (major-to-minor) layout.
 std::string ShapeBytes(int element_type, const std::vector<int64_t>& dims) {
   std::string out;
   AppendVarintField(&out, fields::kShapeElementType, static_cast<uint64_t>(element_type));
-  AppendBytesField(&out, fields::kShapeDimensions, Packed(dims));
+  AppendBytesField(&out, fields::kShapeDimensions, PackedVarints(dims));
   std::vector<int64_t> minor_to_major;
   for (int64_t d = static_cast<int64_t>(dims.size()) - 1; d >= 0; --d) minor_to_major.push_back(d);
   std::string layout;
-  AppendBytesField(&layout, kLayoutMinorToMajor, Packed(minor_to_major));
+  AppendBytesField(&layout, fields::kLayoutMinorToMajor, PackedVarints(minor_to_major));
   AppendBytesField(&out, fields::kShapeLayout, layout);
   return out;
 }
@@ -86,7 +46,7 @@ std::string InstructionBytes(const Instruction& i) {
   AppendBytesField(&out, fields::kInstructionShape, i.shape);
   out += i.extra;
   AppendVarintField(&out, fields::kInstructionId, static_cast<uint64_t>(i.id));
-  if (!i.operands.empty()) AppendBytesField(&out, fields::kInstructionOperandIds, Packed(i.operands));
+  if (!i.operands.empty()) AppendBytesField(&out, fields::kInstructionOperandIds, PackedVarints(i.operands));
   return out;
 }
 
@@ -130,17 +90,17 @@ std::string WeightsLiteral(const std::vector<float>& w, int64_t rows, int64_t co
   std::string floats(w.size() * sizeof(float), '\0');
   std::memcpy(floats.data(), w.data(), floats.size());  // little-endian, as protobuf packs floats
   std::string literal;
-  AppendBytesField(&literal, kLiteralShape, ShapeBytes(kF32, {rows, cols}));
-  AppendBytesField(&literal, kLiteralF32s, floats);
+  AppendBytesField(&literal, fields::kLiteralShape, ShapeBytes(kF32, {rows, cols}));
+  AppendBytesField(&literal, fields::kLiteralF32s, floats);
   std::string extra;
-  AppendBytesField(&extra, kInstructionLiteral, literal);
+  AppendBytesField(&extra, fields::kInstructionLiteral, literal);
   return extra;
 }
 
 std::string DotOverAxis1() {
   std::string numbers, extra;
-  AppendBytesField(&numbers, fields::kDotLhsContracting, Packed({1}));
-  AppendBytesField(&numbers, kDotRhsContracting, Packed({1}));
+  AppendBytesField(&numbers, fields::kDotLhsContracting, PackedVarints({1}));
+  AppendBytesField(&numbers, fields::kDotRhsContracting, PackedVarints({1}));
   AppendBytesField(&extra, fields::kInstructionDotDimensionNumbers, numbers);
   return extra;
 }
@@ -161,11 +121,12 @@ bool ParseTarget(const std::string& target, ResizeCall* call) {
 
 // The replacement of one custom call: instructions in dependency order, the last one under
 // the call's own name, id and shape.
-StatusOr<std::vector<std::string>> Lower(const ResizeCall& call, const std::string& name, const std::string& shape_bytes,
-                                         const std::string& backend_config, int64_t id, int64_t operand,
-                                         const Shape& operand_shape, int64_t* next_id) {
-  Shape result;
-  if (!ReadShape(shape_bytes, &result)) return InvalidArgument("'" + name + "' has a malformed shape");
+StatusOr<std::vector<std::string>> Lower(const ResizeCall& call, const InstructionView& instruction,
+                                         const ShapeView& operand_shape, int64_t* next_id) {
+  const std::string& name = instruction.name;
+  const std::string& backend_config = instruction.backend_config;
+  const ShapeView& result = instruction.shape;
+  const int64_t id = instruction.id, operand = instruction.operand_ids[0];
   const std::string what = "custom call '" + name + "'";
   if (result.dims.size() != 4 || operand_shape.dims.size() != 4) {
     return InvalidArgument(what + ": only 4-dimensional (NHWC) operands and results are supported");
@@ -219,37 +180,15 @@ StatusOr<std::vector<std::string>> Lower(const ResizeCall& call, const std::stri
   int64_t d2 = emit({name + ".resize_axis2", "dot", ShapeBytes(kF32, {n, c, r1, r2}), (*next_id)++, {d1, w2},
                      DotOverAxis1()});
   std::string permutation;
-  AppendBytesField(&permutation, fields::kInstructionDimensions, Packed({0, 2, 3, 1}));
+  AppendBytesField(&permutation, fields::kInstructionDimensions, PackedVarints({0, 2, 3, 1}));
   if (type == kF32) {
-    emit({name, "transpose", shape_bytes, id, {d2}, permutation});
+    emit({name, "transpose", result.bytes, id, {d2}, permutation});
   } else {
     int64_t t = emit({name + ".resize_out", "transpose", ShapeBytes(kF32, {n, r1, r2, c}), (*next_id)++, {d2},
                       permutation});
-    emit({name, "convert", shape_bytes, id, {t}, ""});
+    emit({name, "convert", result.bytes, id, {t}, ""});
   }
   return out;
-}
-
-int64_t MaxInstructionId(const std::string& module) {
-  int64_t max_id = 0;
-  WireReader reader(module);
-  Field f;
-  while (!reader.done() && reader.Next(&f)) {
-    if (f.number != fields::kModuleComputations || f.wire_type != kLengthDelimited) continue;
-    WireReader comp(f.payload);
-    Field g;
-    while (!comp.done() && comp.Next(&g)) {
-      if (g.number != fields::kComputationInstructions || g.wire_type != kLengthDelimited) continue;
-      WireReader inst(g.payload);
-      Field h;
-      while (!inst.done() && inst.Next(&h)) {
-        if (h.number == fields::kInstructionId && h.wire_type == kVarint) {
-          max_id = std::max(max_id, static_cast<int64_t>(h.varint));
-        }
-      }
-    }
-  }
-  return max_id;
 }
 
 StatusOr<std::string> LowerInModule(const std::string& module, bool* changed);
@@ -265,15 +204,7 @@ StatusOr<std::string> LowerResizeCustomCalls(const std::string& program, bool wi
   *changed = false;
   if (program.find("Resize") == std::string::npos) return program;
   PN_ASSIGN_OR_RETURN(std::string module, LowerInModule(HloModuleBytes(program, with_config), changed));
-  if (!*changed || !with_config) return module;
-  std::string wrapped;
-  WireReader reader(program);
-  Field f;
-  while (!reader.done() && reader.Next(&f)) {
-    if (f.number == fields::kWithConfigModule) AppendBytesField(&wrapped, f.number, module);
-    else wrapped += f.raw;
-  }
-  return wrapped;
+  return *changed && with_config ? WithHloModule(program, module) : module;
 }
 
 namespace {
@@ -282,66 +213,29 @@ StatusOr<std::string> LowerInModule(const std::string& module, bool* changed) {
   *changed = false;
   // Cheap test first: most programs have none.
   if (module.find("Resize") == std::string::npos) return module;
-  int64_t next_id = MaxInstructionId(module) + 1;
-  std::string out_module;
-  WireReader reader(module);
-  Field f;
-  while (!reader.done()) {
-    if (!reader.Next(&f)) return module;
-    if (f.number != fields::kModuleComputations || f.wire_type != kLengthDelimited) {
-      out_module += f.raw;
-      continue;
-    }
-    std::string computation;
-    std::map<int64_t, Shape> shapes;
-    WireReader comp(f.payload);
-    Field g;
-    while (!comp.done()) {
-      if (!comp.Next(&g)) return module;
-      if (g.number != fields::kComputationInstructions || g.wire_type != kLengthDelimited) {
-        computation += g.raw;
-        continue;
-      }
-      std::string name, opcode, target, shape_bytes, config;
-      int64_t id = 0;
-      std::vector<int64_t> operands;
-      WireReader inst(g.payload);
-      Field h;
-      while (!inst.done()) {
-        if (!inst.Next(&h)) return module;
-        switch (h.number) {
-          case fields::kInstructionName: name = h.payload; break;
-          case fields::kInstructionOpcode: opcode = h.payload; break;
-          case fields::kInstructionShape: shape_bytes = h.payload; break;
-          case fields::kInstructionCustomCallTarget: target = h.payload; break;
-          case fields::kInstructionBackendConfig: config = h.payload; break;
-          case fields::kInstructionId: id = static_cast<int64_t>(h.varint); break;
-          case fields::kInstructionOperandIds: ReadVarints(h, &operands); break;
-          default: break;
-        }
-      }
-      Shape shape;
-      ReadShape(shape_bytes, &shape);
-      shapes[id] = shape;
+  StatusOr<ModuleView> view = ModuleView::Read(module);
+  if (!view.ok()) return module;
+  int64_t next_id = view->LargestInstructionId() + 1;
+  ModuleEditor editor(view.value());
+  for (const ComputationView& computation : view->computations()) {
+    std::map<int64_t, const ShapeView*> shapes;  // of the instructions before this one
+    for (const InstructionView& instruction : computation.instructions) {
+      shapes[instruction.id] = &instruction.shape;
       ResizeCall call;
-      if (opcode != "custom-call" || !ParseTarget(target, &call)) {
-        computation += g.raw;
-        continue;
-      }
+      if (instruction.opcode != "custom-call" || !ParseTarget(instruction.custom_call_target, &call)) continue;
+      const std::vector<int64_t>& operands = instruction.operand_ids;
       if (operands.size() != 1 || shapes.count(operands[0]) == 0) {
-        return InvalidArgument("custom call '" + name + "' (" + target + ") must have one operand defined before it");
+        return InvalidArgument("custom call '" + instruction.name + "' (" + instruction.custom_call_target +
+                               ") must have one operand defined before it");
       }
       PN_ASSIGN_OR_RETURN(std::vector<std::string> replacement,
-                          Lower(call, name, shape_bytes, config, id, operands[0], shapes[operands[0]], &next_id));
-      for (const std::string& instruction : replacement) {
-        AppendBytesField(&computation, fields::kComputationInstructions, instruction);
-      }
-      *changed = true;
+                          Lower(call, instruction, *shapes[operands[0]], &next_id));
+      editor.Replace(instruction, std::move(replacement));
     }
-    AppendBytesField(&out_module, fields::kModuleComputations, computation);
   }
+  *changed = editor.changed();
   // A replaced root keeps its id, so the computation's root_id stays right.
-  return *changed ? out_module : module;
+  return *changed ? editor.Write() : module;
 }
 
 }  // namespace

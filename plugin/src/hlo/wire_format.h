@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace pjrt_neuron::hlo {
 
@@ -74,6 +75,13 @@ inline void AppendVarint(std::string* out, uint64_t value) {
     value >>= 7;
   }
   out->push_back(static_cast<char>(value));
+}
+
+// A packed repeated varint field's payload.
+inline std::string PackedVarints(const std::vector<int64_t>& values) {
+  std::string packed;
+  for (int64_t value : values) AppendVarint(&packed, static_cast<uint64_t>(value));
+  return packed;
 }
 
 inline void AppendVarintField(std::string* out, uint32_t number, uint64_t value) {

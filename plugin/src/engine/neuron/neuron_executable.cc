@@ -302,20 +302,20 @@ StatusOr<std::string> NeuronExecutable::Fingerprint() {
 // An HloModuleProtoWithConfig: the module and the config XLA's readers insist on (the entry
 // layout, which is the module's host program shape, and the replica counts).
 StatusOr<ProgramText> NeuronExecutable::OptimizedProgram() {
-  constexpr uint32_t kModuleHostProgramShape = 4;  // HloModuleProto
-  constexpr uint32_t kWithConfigConfig = 2;        // HloModuleProtoWithConfig
-  constexpr uint32_t kConfigEntryLayout = 1, kConfigReplicas = 4, kConfigPartitions = 5;  // HloModuleConfigProto
+  namespace fields = hlo::hlo_fields;
   std::string config;
   hlo::WireReader reader(program_.hlo_module);
   hlo::Field f;
   while (!reader.done() && reader.Next(&f)) {
-    if (f.number == kModuleHostProgramShape) hlo::AppendBytesField(&config, kConfigEntryLayout, f.payload);
+    if (f.number == fields::kModuleHostProgramShape) {
+      hlo::AppendBytesField(&config, fields::kConfigEntryLayout, f.payload);
+    }
   }
-  hlo::AppendVarintField(&config, kConfigReplicas, static_cast<uint64_t>(program_.num_replicas));
-  hlo::AppendVarintField(&config, kConfigPartitions, static_cast<uint64_t>(program_.num_partitions));
+  hlo::AppendVarintField(&config, fields::kConfigReplicas, static_cast<uint64_t>(program_.num_replicas));
+  hlo::AppendVarintField(&config, fields::kConfigPartitions, static_cast<uint64_t>(program_.num_partitions));
   std::string with_config;
-  hlo::AppendBytesField(&with_config, hlo::hlo_fields::kWithConfigModule, program_.hlo_module);
-  hlo::AppendBytesField(&with_config, kWithConfigConfig, config);
+  hlo::AppendBytesField(&with_config, fields::kWithConfigModule, program_.hlo_module);
+  hlo::AppendBytesField(&with_config, fields::kWithConfigConfig, config);
   return ProgramText{"hlo_with_config", std::move(with_config)};
 }
 

@@ -11,17 +11,7 @@ namespace {
 using hlo::Field;
 using hlo::WireReader;
 
-// xla/pjrt/proto/compile_options.proto and xla/xla_data.proto.
-constexpr uint32_t kBuildOptions = 3;  // CompileOptionsProto
-constexpr uint32_t kDeviceOrdinal = 1;  // ExecutableBuildOptionsProto
-constexpr uint32_t kNumReplicas = 4;
-constexpr uint32_t kNumPartitions = 5;
-constexpr uint32_t kUseSpmdPartitioning = 6;
-constexpr uint32_t kDeviceAssignment = 9;
-constexpr uint32_t kReplicaCount = 1;  // DeviceAssignmentProto
-constexpr uint32_t kComputationCount = 2;
-constexpr uint32_t kComputationDevices = 3;
-constexpr uint32_t kReplicaDeviceIds = 1;  // DeviceAssignmentProto.ComputationDevice
+namespace fields = hlo::compile_options_fields;
 
 Status Malformed() { return InvalidArgument("compile_options is not a valid xla.CompileOptionsProto"); }
 
@@ -31,12 +21,12 @@ Status ReadAssignment(const std::string& bytes, std::vector<int>* cores) {
   Field f;
   while (!reader.done()) {
     if (!reader.Next(&f)) return Malformed();
-    if (f.number != kComputationDevices || f.wire_type != hlo::kLengthDelimited) continue;
+    if (f.number != fields::kAssignmentComputationDevices || f.wire_type != hlo::kLengthDelimited) continue;
     WireReader devices(f.payload);
     Field g;
     while (!devices.done()) {
       if (!devices.Next(&g)) return Malformed();
-      if (g.number != kReplicaDeviceIds) continue;
+      if (g.number != fields::kComputationDeviceReplicaIds) continue;
       if (g.wire_type == hlo::kVarint) {
         cores->push_back(static_cast<int>(g.varint));
         continue;
@@ -60,20 +50,22 @@ StatusOr<Placement> ReadPlacement(const std::string& compile_options) {
   Field f;
   while (!reader.done()) {
     if (!reader.Next(&f)) return Malformed();
-    if (f.number != kBuildOptions || f.wire_type != hlo::kLengthDelimited) continue;
+    if (f.number != fields::kBuildOptions || f.wire_type != hlo::kLengthDelimited) continue;
     WireReader build(f.payload);
     Field g;
     while (!build.done()) {
       if (!build.Next(&g)) return Malformed();
-      if (g.number == kNumReplicas && g.wire_type == hlo::kVarint) placement.num_replicas = static_cast<int>(g.varint);
-      if (g.number == kNumPartitions && g.wire_type == hlo::kVarint) {
+      if (g.number == fields::kNumReplicas && g.wire_type == hlo::kVarint) {
+        placement.num_replicas = static_cast<int>(g.varint);
+      }
+      if (g.number == fields::kNumPartitions && g.wire_type == hlo::kVarint) {
         placement.num_partitions = static_cast<int>(g.varint);
       }
-      if (g.number == kUseSpmdPartitioning && g.wire_type == hlo::kVarint) placement.spmd = g.varint != 0;
-      if (g.number == kDeviceOrdinal && g.wire_type == hlo::kVarint) {
+      if (g.number == fields::kUseSpmdPartitioning && g.wire_type == hlo::kVarint) placement.spmd = g.varint != 0;
+      if (g.number == fields::kDeviceOrdinal && g.wire_type == hlo::kVarint) {
         placement.device_ordinal = static_cast<int>(static_cast<int64_t>(g.varint));
       }
-      if (g.number == kDeviceAssignment && g.wire_type == hlo::kLengthDelimited) {
+      if (g.number == fields::kDeviceAssignment && g.wire_type == hlo::kLengthDelimited) {
         PN_RETURN_IF_ERROR(ReadAssignment(g.payload, &placement.cores));
       }
     }
@@ -92,8 +84,8 @@ StatusOr<Placement> ReadPlacement(const std::string& compile_options) {
 
 std::string DeviceAssignmentBytes(int num_replicas, int num_partitions, const std::vector<int>& cores) {
   std::string out;
-  hlo::AppendVarintField(&out, kReplicaCount, static_cast<uint64_t>(num_replicas));
-  hlo::AppendVarintField(&out, kComputationCount, static_cast<uint64_t>(num_partitions));
+  hlo::AppendVarintField(&out, fields::kAssignmentReplicaCount, static_cast<uint64_t>(num_replicas));
+  hlo::AppendVarintField(&out, fields::kAssignmentComputationCount, static_cast<uint64_t>(num_partitions));
   for (int p = 0; p < num_partitions; ++p) {
     std::string ids;
     for (int r = 0; r < num_replicas; ++r) {
@@ -101,36 +93,13 @@ std::string DeviceAssignmentBytes(int num_replicas, int num_partitions, const st
       hlo::AppendVarint(&ids, static_cast<uint64_t>(at < cores.size() ? cores[at] : 0));
     }
     std::string devices;
-    hlo::AppendBytesField(&devices, kReplicaDeviceIds, ids);
-    hlo::AppendBytesField(&out, kComputationDevices, devices);
+    hlo::AppendBytesField(&devices, fields::kComputationDeviceReplicaIds, ids);
+    hlo::AppendBytesField(&out, fields::kAssignmentComputationDevices, devices);
   }
   return out;
 }
 
-bool NeedsRanks(const std::string& module) {
-  if (hlo::HasCollectives(module, "hlo")) return true;
-  namespace fields = hlo::hlo_fields;
-  WireReader reader(module);
-  Field f;
-  while (!reader.done()) {
-    if (!reader.Next(&f)) return true;
-    if (f.number != fields::kModuleComputations) continue;
-    WireReader computation(f.payload);
-    Field g;
-    while (!computation.done()) {
-      if (!computation.Next(&g)) return true;
-      if (g.number != fields::kComputationInstructions) continue;
-      WireReader instruction(g.payload);
-      Field h;
-      while (!instruction.done()) {
-        if (!instruction.Next(&h)) return true;
-        if (h.number == fields::kInstructionOpcode && (h.payload == "replica-id" || h.payload == "partition-id")) {
-          return true;
-        }
-      }
-    }
-  }
-  return false;
-}
+// A program whose cores compute alike needs no ranks; a malformed one is treated as needing them.
+bool NeedsRanks(const std::string& module) { return !hlo::RunsAlikeOnEveryCore(module, "hlo"); }
 
 }  // namespace pjrt_neuron::engine::neuron
