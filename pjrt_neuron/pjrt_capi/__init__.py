@@ -29,7 +29,7 @@ Modules: ``header`` (the parse and the tables), ``layouts`` (checked against C),
 from pjrt_neuron.pjrt_capi.api import Api
 from pjrt_neuron.pjrt_capi.buffers import Buffer
 from pjrt_neuron.pjrt_capi.client import Client
-from pjrt_neuron.pjrt_capi.compile_options import compile_options_proto
+from pjrt_neuron.pjrt_capi.compile_options import _pb_bytes, _pb_varint, _varint, compile_options_proto
 from pjrt_neuron.pjrt_capi.devices import Device, Memory
 from pjrt_neuron.pjrt_capi.errors import PjrtError
 from pjrt_neuron.pjrt_capi.events import Event
