@@ -7,6 +7,7 @@ plugin running the same program on the same inputs.
 import ctypes
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -634,3 +635,42 @@ def test_one_core_launches_of_a_two_core_program_keep_running_on_the_newer_engin
     finally:
         client.close()
 
+
+
+def test_one_core_launches_of_a_program_that_reads_its_core_give_that_core_numbers_on_the_newer_build(
+        plugin_api):
+    # No single-core copy can stand in (replica 0 everywhere): every core runs it, one core's results kept.
+    client = P.Client(plugin_api, {"engine_library_path": config.engine_builds()["lammps-jax-pjrt-cpu"]})
+    try:
+        executable = client.compile(PER_REPLICA, compile_options=P.compile_options_proto(num_replicas=2))
+        devices = client.addressable_devices()
+        x = np.array([1, 2], np.float32)
+        for core in (1, 0, 1):
+            arg = client.buffer_from_numpy(x, device=devices[core])
+            (out,) = executable.execute([[arg]], execute_device=devices[core])
+            assert out[0].device.id == devices[core].id
+            np.testing.assert_array_equal(out[0].to_numpy(), x + core)
+            np.testing.assert_array_equal(arg.to_numpy(), x)  # the argument is untouched
+    finally:
+        client.close()
+
+
+def test_one_core_launches_of_a_collective_from_a_thread_per_core_meet_on_the_newer_build(plugin_api):
+    # torch-xla's one-process data parallel: each core's thread launches the program on its core.
+    client = P.Client(plugin_api, {"engine_library_path": config.engine_builds()["lammps-jax-pjrt-cpu"]})
+    try:
+        executable = client.compile(ALL_REDUCE, compile_options=P.compile_options_proto(num_replicas=2))
+        devices = client.addressable_devices()
+
+        def launch(core, step):
+            arg = client.buffer_from_numpy(np.full(2, core + step, np.float32), device=devices[core])
+            (out,) = executable.execute([[arg]], execute_device=devices[core])
+            return out[0].to_numpy()
+
+        with ThreadPoolExecutor(2) as pool:
+            for step in range(3):
+                futures = [pool.submit(launch, core, step) for core in (0, 1)]
+                for f in futures:
+                    np.testing.assert_array_equal(f.result(timeout=120), np.full(2, 1 + 2 * step, np.float32))
+    finally:
+        client.close()

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import pjrt_capi as P
+import pjrt_neuron.config as config
 from assertions import pjrt_error
 from programs import ALL_REDUCE, PER_REPLICA
 
@@ -498,3 +499,59 @@ def test_layouts_on_the_daemon_engine_come_from_the_model_and_equal_the_cpu_plug
         executable.destroy()
     finally:
         cpu_client.close()
+
+
+@pytest.fixture
+def newer_build_world(plugin_api, monkeypatch):
+    monkeypatch.setenv("PJRT_NEURON_COLLECTIVE_TIMEOUT", "60")
+    path = config.engine_builds()["lammps-jax-pjrt-cpu"]
+    assert path is not None, "pip install '.[engine-jax]'"
+    clients = _create_world(plugin_api, engine_library_path=path)
+    yield clients
+    for c in clients:
+        c.destroy()
+
+
+def test_the_newer_build_runs_a_job_launch_by_launch_as_the_older_one_does(newer_build_world):
+    # That build holds a launch of a program of several cores until all its cores launched it.
+    world = newer_build_world
+    assert "pjrt_c_api_cpu_plugin.so" in world[0].platform_version
+    executable = world[1].compile(PER_REPLICA, compile_options=TWO_REPLICAS)
+    (out,), = executable.execute([world[1].buffer_from_numpy(np.zeros(2, np.float32))])
+    np.testing.assert_array_equal(out.to_numpy(), [1.0, 1.0])  # alone, and with its own replica id
+    executables = [c.compile(ALL_REDUCE, compile_options=TWO_REPLICAS) for c in world]
+
+    def rank(index):
+        (out,), = executables[index].execute([world[index].buffer_from_numpy(np.full(2, index + 1, np.float32))])
+        return out.to_numpy()
+
+    for _ in range(2):
+        for r in _run_together([lambda i=i: rank(i) for i in range(2)]):
+            np.testing.assert_array_equal(r, [3.0, 3.0])
+
+
+def test_different_programs_that_meet_in_collectives_are_refused_on_the_newer_build(newer_build_world):
+    world = newer_build_world
+    # A channel id is what lets the daemon match the collectives of different programs.
+    with_channel = ALL_REDUCE.replace(
+        "{replica_groups", "{channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>, replica_groups")
+    doubled = with_channel.replace("return %0 : tensor<2xf32>",
+                                   "%1 = stablehlo.add %0, %0 : tensor<2xf32>\n  return %1 : tensor<2xf32>")
+    assert doubled != with_channel != ALL_REDUCE
+    executables = [world[0].compile(with_channel, compile_options=TWO_REPLICAS),
+                   world[1].compile(doubled, compile_options=TWO_REPLICAS)]
+
+    def rank(index):
+        with pjrt_error(P.ErrorCode.FAILED_PRECONDITION, "PJRT_LoadedExecutable_Execute",
+                        "ran different programs whose collectives correspond",
+                        "PJRT_NEURON_SIM_ENGINE=xla-cpu-pjrt"):
+            executables[index].execute([world[index].buffer_from_numpy(np.ones(2, np.float32))])
+        return True
+
+    assert _run_together([lambda i=i: rank(i) for i in range(2)]) == [True, True]
+    # The job goes on: the same program in both processes still runs.
+    same = [c.compile(ALL_REDUCE, compile_options=TWO_REPLICAS) for c in world]
+    results = _run_together([lambda i=i: same[i].execute([world[i].buffer_from_numpy(np.ones(2, np.float32))])[0][0]
+                             .to_numpy() for i in range(2)])
+    for r in results:
+        np.testing.assert_array_equal(r, [2.0, 2.0])

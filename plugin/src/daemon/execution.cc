@@ -109,6 +109,16 @@ Status RunGangTogether(const ReadyGang& gang) {
 // process's program at the same time, under one run id, and XLA matches the collectives by
 // their channel ids.
 Status RunGangApart(const ReadyGang& gang) {
+  for (int core : gang.cores) {
+    engine::Executable& executable = *PartOf(gang, core).executable->executable;
+    if (!executable.CollectivesMeetAcrossPrograms()) {
+      // Its engine matches a launch's cores by program, so different programs never meet.
+      return FailedPrecondition("the processes of this job ran different programs whose collectives correspond ('" +
+                                executable.name() + "' on NeuronCore " + std::to_string(core) +
+                                "); this engine build runs a collective only among launches of one program. Run "
+                                "the same program in every process, or set PJRT_NEURON_SIM_ENGINE=xla-cpu-pjrt");
+    }
+  }
   ExecuteOptions options = static_cast<ExecutionPart&>(*gang.first).options;
   options.launch_id = gang.launch_id;
   std::vector<ExecuteResult> runs(gang.cores.size());

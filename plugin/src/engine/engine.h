@@ -260,6 +260,9 @@ class Executable {
   // than the rest of what the plugin does per call.
   virtual Status Execute(const ArgumentTable& args, const ExecuteOptions& options, int only_core,
                          ExecuteResult* result) = 0;
+  // Whether one-core launches of different programs under one launch id meet in their
+  // collectives; false where the engine matches a launch's cores by program.
+  virtual bool CollectivesMeetAcrossPrograms() { return true; }
   virtual void Delete() = 0;
   virtual bool IsDeleted() = 0;
   virtual Native<PJRT_Executable> NativeExecutable() { return {}; }

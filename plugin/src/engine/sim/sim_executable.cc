@@ -1,6 +1,9 @@
 // The simulator engine's executables (sim_executable.h).
 #include "engine/sim/sim_executable.h"
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 
 #include "common/inline_vector.h"
@@ -230,11 +233,124 @@ SimExecutable* SimExecutable::SingleCoreCopy() {
   return static_cast<SimExecutable*>(single_core_.get());
 }
 
+bool SimExecutable::HasCollectives() {
+  std::lock_guard<std::mutex> lock(single_core_mutex_);
+  if (has_collectives_ < 0) {
+    auto program = OptimizedProgram();
+    // One it cannot read may have collectives.
+    has_collectives_ = !program.ok() || hlo::HasCollectives(program->code, program->format);
+  }
+  return has_collectives_ != 0;
+}
+
+Status SimExecutable::ExecuteOnEveryCoreForOne(const ArgumentTable& args, const ExecuteOptions& options,
+                                               int only_core, ExecuteResult* result) {
+  const size_t num_cores = addressable_cores_.size();
+  const auto position = std::find(addressable_cores_.begin(), addressable_cores_.end(), only_core);
+  if (num_cores != size_t(num_replicas_ * num_partitions_) || position == addressable_cores_.end() ||
+      args.size() != 1) {
+    return InvalidArgument("PJRT_LoadedExecutable_Execute: a launch of program '" + name_ + "' on NeuronCore " +
+                           std::to_string(only_core) + " alone needs that core among the program's " +
+                           std::to_string(num_cores) + " addressable cores and one argument list (got " +
+                           std::to_string(args.size()) + ")");
+  }
+  const size_t mine = size_t(position - addressable_cores_.begin());
+  const size_t num_args = args[0].size();
+  std::vector<std::unique_ptr<Buffer>> copies;
+  std::vector<Buffer*> table(num_cores * num_args);
+  for (size_t d = 0; d < num_cores; ++d) {
+    for (size_t i = 0; i < num_args; ++i) {
+      Buffer* arg = args[0][i];
+      if (d == mine) {
+        table[d * num_args + i] = arg;
+        continue;
+      }
+      PN_ASSIGN_OR_RETURN(std::unique_ptr<Buffer> copy, arg->CopyTo(addressable_cores_[d], arg->memory_kind()));
+      table[d * num_args + i] = copy.get();
+      copies.push_back(std::move(copy));
+    }
+  }
+  // A launch id of its own: launches from other cores of the same program under the caller's id
+  // must not count toward this one's barrier.
+  static std::atomic<int> next_private_launch_id{1 << 30};
+  ExecuteOptions private_options = options;
+  private_options.launch_id = next_private_launch_id.fetch_add(1);
+  ExecuteResult all;
+  PN_RETURN_IF_ERROR(Execute(ArgumentTable(table.data(), num_cores, num_args), private_options, -1, &all));
+  // The copies and the other cores' results go once the others are done.
+  for (size_t d = 0; d < num_cores; ++d) {
+    if (d != mine && all.completions[d]) PN_RETURN_IF_ERROR(all.completions[d]->Await());
+  }
+  result->outputs.resize(1);
+  result->outputs[0] = std::move(all.outputs[mine]);
+  result->completions.push_back(std::move(all.completions[mine]));
+  return Status::Ok();
+}
+
+Status SimExecutable::ExecuteWhenEveryCoreComes(const ArgumentTable& args, const ExecuteOptions& options,
+                                                int only_core, ExecuteResult* result) {
+  const auto position = std::find(addressable_cores_.begin(), addressable_cores_.end(), only_core);
+  if (addressable_cores_.size() != size_t(num_replicas_ * num_partitions_) || position == addressable_cores_.end() ||
+      args.size() != 1) {
+    return InvalidArgument("PJRT_LoadedExecutable_Execute: a launch of program '" + name_ + "' on NeuronCore " +
+                           std::to_string(only_core) + " alone needs that core among the program's " +
+                           std::to_string(addressable_cores_.size()) + " addressable cores and one argument list (got " +
+                           std::to_string(args.size()) + ")");
+  }
+  std::unique_lock<std::mutex> lock(meetings_mutex_);
+  const std::pair<int, int64_t> key{options.launch_id, next_meeting_[{options.launch_id, only_core}]++};
+  std::shared_ptr<Meeting>& slot = meetings_[key];
+  if (slot == nullptr) slot = std::make_shared<Meeting>();
+  std::shared_ptr<Meeting> meeting = slot;
+  meeting->args[only_core].assign(args[0].begin(), args[0].end());
+  if (meeting->args.size() == addressable_cores_.size()) {
+    meetings_.erase(key);
+    lock.unlock();
+    const size_t num_args = args[0].size();
+    std::vector<Buffer*> table;
+    table.reserve(addressable_cores_.size() * num_args);
+    for (int core : addressable_cores_) {
+      const std::vector<Buffer*>& row = meeting->args[core];
+      if (row.size() != num_args) {
+        meeting->status = InvalidArgument("PJRT_LoadedExecutable_Execute: the one-core launches of program '" + name_ +
+                                          "' have different argument counts (" + std::to_string(row.size()) +
+                                          " and " + std::to_string(num_args) + ")");
+        break;
+      }
+      table.insert(table.end(), row.begin(), row.end());
+    }
+    if (meeting->status.ok()) {
+      meeting->status =
+          Execute(ArgumentTable(table.data(), addressable_cores_.size(), num_args), options, -1, &meeting->all);
+    }
+    lock.lock();
+    meeting->done = true;
+    meetings_changed_.notify_all();
+  } else {
+    // core::LaunchGate let this launch through only once every core had launched, so the others
+    // are on their way; the bound is for a caller that skipped it.
+    const bool came = meetings_changed_.wait_for(lock, std::chrono::minutes(10), [&] { return meeting->done; });
+    if (!came) {
+      return Status(ErrorCode::kDeadlineExceeded, "PJRT_LoadedExecutable_Execute: collective program '" + name_ +
+                                                      "' launched on NeuronCore " + std::to_string(only_core) +
+                                                      " alone; its other cores never launched it");
+    }
+  }
+  if (!meeting->status.ok()) return meeting->status;
+  const size_t mine = size_t(position - addressable_cores_.begin());
+  result->outputs.resize(1);
+  result->outputs[0] = std::move(meeting->all.outputs[mine]);
+  result->completions.push_back(std::move(meeting->all.completions[mine]));
+  return Status::Ok();
+}
+
 Status SimExecutable::Execute(const ArgumentTable& args, const ExecuteOptions& options, int only_core,
                               ExecuteResult* result) {
-  if (only_core >= 0 && num_replicas_ * num_partitions_ > 1 && host_outputs_.empty() &&
-      client_->gates_multi_core_launches()) {
-    if (SimExecutable* copy = SingleCoreCopy()) return copy->Execute(args, options, only_core, result);
+  if (only_core >= 0 && num_replicas_ * num_partitions_ > 1 && client_->gates_multi_core_launches()) {
+    SimExecutable* copy = host_outputs_.empty() ? SingleCoreCopy() : nullptr;
+    if (copy) return copy->Execute(args, options, only_core, result);
+    if (!HasCollectives()) return ExecuteOnEveryCoreForOne(args, options, only_core, result);
+    return ExecuteWhenEveryCoreComes(args, options, only_core, result);
   }
   const size_t num_devices = args.size();
   const size_t num_args = num_devices == 0 ? 0 : args[0].size();

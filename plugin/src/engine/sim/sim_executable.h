@@ -2,6 +2,8 @@
 // Executable interface, with the outputs it moves to host memory and its single-core copy.
 #pragma once
 
+#include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -44,6 +46,7 @@ class SimExecutable : public Executable {
   StatusOr<std::string> SerializedDeviceAssignment() override;
   Status Execute(const ArgumentTable& args, const ExecuteOptions& options, int only_core,
                  ExecuteResult* result) override;
+  bool CollectivesMeetAcrossPrograms() override { return !client_->gates_multi_core_launches(); }
   void Delete() override;
   bool IsDeleted() override;
 
@@ -59,12 +62,22 @@ class SimExecutable : public Executable {
   StatusOr<std::string> EngineBytes();
 
   // Newer engine builds hold every launch of a program of several cores until all its cores have
-  // launched it (a per-launch barrier); a launch on one core (torch-xla's execute_device) never
-  // fills it, and the engine's next launch never starts. Such launches of a program that computes
-  // alike on every core run this copy instead: the same code loaded as a portable single-core
-  // executable. Null when the program has collectives (its cores must meet) or reads its replica
-  // or partition id (the copy would be replica 0 everywhere), or when the copy cannot be made.
+  // launched it (a per-launch barrier); a launch on one core (torch-xla's execute_device, a
+  // process of a multi-process job) never fills it, and the engine's next launch never starts.
+  // Such a launch of a program that computes alike on every core runs a copy instead: the same
+  // code loaded as a portable single-core executable (null when it cannot be made).
   SimExecutable* SingleCoreCopy();
+  // Otherwise, when the program has no collectives, every core runs it on copies of the one
+  // core's arguments and only that core's results are kept: correct at the cost of the others'
+  // work. (A collective program's one-core launches meet first: core::LaunchGate.)
+  Status ExecuteOnEveryCoreForOne(const ArgumentTable& args, const ExecuteOptions& options, int only_core,
+                                  ExecuteResult* result);
+  // A collective program's one-core launches (each core's thread, after core::LaunchGate) meet
+  // here, and the last to come runs one launch of every core: this engine build runs a
+  // collective only among the cores of one launch.
+  Status ExecuteWhenEveryCoreComes(const ArgumentTable& args, const ExecuteOptions& options, int only_core,
+                                   ExecuteResult* result);
+  bool HasCollectives();
 
   const CpuClient* client_;
   const PJRT_Api* api_;
@@ -84,6 +97,18 @@ class SimExecutable : public Executable {
   std::mutex single_core_mutex_;
   bool single_core_tried_ = false;
   std::unique_ptr<Executable> single_core_;
+  int has_collectives_ = -1;  // unknown until asked
+
+  struct Meeting {
+    std::map<int, std::vector<Buffer*>> args;  // by core
+    bool done = false;
+    Status status;
+    ExecuteResult all;  // a row per core, in addressable_cores_ order
+  };
+  std::mutex meetings_mutex_;
+  std::condition_variable meetings_changed_;
+  std::map<std::pair<int, int64_t>, std::shared_ptr<Meeting>> meetings_;  // (launch id, number) ->
+  std::map<std::pair<int, int>, int64_t> next_meeting_;                   // (launch id, core) -> number
 };
 
 }  // namespace pjrt_neuron::engine::sim
