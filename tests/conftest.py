@@ -51,6 +51,21 @@ def cpu_api():
     return pjrt_capi.Api(pjrt_capi.cpu_plugin_path())
 
 
+@pytest.fixture(scope="session")
+def engine_api():
+    """The XLA CPU build the plugin's C API clients run on (PJRT_NEURON_SIM_ENGINE, or auto's):
+    the reference where the plugin passes on what its engine says."""
+    import pjrt_neuron.config as config
+    return pjrt_capi.Api(config.engine_library_path("capi"))
+
+
+@pytest.fixture
+def engine_client(engine_api):
+    c = pjrt_capi.Client(engine_api)
+    yield c
+    c.close()
+
+
 @pytest.fixture
 def cpu_client(cpu_api):
     """A fresh client of the stock XLA CPU plugin (one device), the reference for a test."""

@@ -73,7 +73,7 @@ def test_not_implemented_slot_returns_unimplemented_naming_the_function(plugin_a
         plugin_api.call(fn, **fields)
 
 
-def test_plugin_attributes_carry_stablehlo_versions_and_plugin_version(plugin_api, cpu_api):
+def test_plugin_attributes_carry_stablehlo_versions_and_plugin_version(plugin_api, engine_api):
     attrs = plugin_api.plugin_attributes()
     for key in ("stablehlo_current_version", "stablehlo_minimum_version"):
         value = attrs[key]
@@ -82,7 +82,7 @@ def test_plugin_attributes_carry_stablehlo_versions_and_plugin_version(plugin_ap
     assert attrs["stablehlo_minimum_version"] <= attrs["stablehlo_current_version"]
     assert attrs["pjrt_neuron_version"] == pjrt_neuron.__version__
     # JAX serialises StableHLO for the versions named here; the engine decides them.
-    stock = cpu_api.plugin_attributes()
+    stock = engine_api.plugin_attributes()
     assert attrs["stablehlo_current_version"] == stock["stablehlo_current_version"]
     assert attrs["stablehlo_minimum_version"] == stock["stablehlo_minimum_version"]
 
@@ -95,13 +95,13 @@ def test_platform_name_is_neuron(client):
     assert client.platform_name == "neuron"
 
 
-def test_platform_version_names_plugin_instance_and_engine(client, cpu_api):
+def test_platform_version_names_plugin_instance_and_engine(client, engine_api):
     version = client.platform_version
     assert "pjrt-neuron" in version
     assert pjrt_neuron.__version__ in version
     assert "trn1.2xlarge" in version
-    major, minor = cpu_api.version
-    assert "XLA CPU" in version and f"{major}.{minor}" in version
+    major, minor = engine_api.version
+    assert "XLA CPU" in version and f"(PJRT {major}.{minor}," in version
 
 
 def test_process_index_is_zero(client):

@@ -191,21 +191,27 @@ def test_fingerprint_is_non_empty_and_stable(client):
     assert other.fingerprint != fingerprint
 
 
-def test_cost_analysis_reports_flops_like_the_engine(client, cpu_client):
+def test_cost_analysis_reports_flops_like_the_engine(client, engine_client):
     with client.compile(MULTI).get_executable() as ex:
         costs = ex.cost_analysis()
     # 6 multiplies and one scalar add.
     assert costs["flops"] == 7.0
-    stock_loaded = cpu_client.compile(MULTI)
+    stock_loaded = engine_client.compile(MULTI)  # the stock engine's executable dies with it
     with stock_loaded.get_executable() as stock:
-        assert costs == stock.cost_analysis()
+        try:
+            expected = stock.cost_analysis()
+        except P.PjrtError as err:  # newer builds: the plugin counts from the optimized program
+            assert err.code == P.ErrorCode.UNIMPLEMENTED, err
+            assert costs == {"flops": 7.0, "transcendentals": 0.0, "bytes accessed": 2 * (24 + 24 + 4)}  # in, out
+            return
+        assert costs == expected
 
 
-def test_compiled_memory_stats_match_the_engine(client, cpu_client):
+def test_compiled_memory_stats_match_the_engine(client, engine_client):
     with client.compile(MULTI).get_executable() as ex:
         stats = ex.compiled_memory_stats()
     assert stats["argument_size_in_bytes"] == 24 + 24 + 4
-    stock_loaded = cpu_client.compile(MULTI)
+    stock_loaded = engine_client.compile(MULTI)
     with stock_loaded.get_executable() as stock:
         assert stats == stock.compiled_memory_stats()
 

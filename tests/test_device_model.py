@@ -31,7 +31,7 @@ import pytest
 import pjrt_capi as P
 from programs import PER_REPLICA
 from assertions import pjrt_error
-from pjrt_neuron import instance as instance_info
+from pjrt_neuron import config, instance as instance_info
 
 REPO = Path(__file__).resolve().parents[1]
 CLAIM_SCRIPT = Path(__file__).resolve().parent / "device_model_scripts" / "claim_cores.py"
@@ -896,7 +896,8 @@ def test_ls_table(lock_dir, name, args, lnc):
     header, columns, rows = _parse_table(proc.stdout)
     engines = [line for line in header if line.startswith("simulator engine for ")]
     assert [line.split(":")[0] for line in engines] == [f"simulator engine for {f}" for f in ("jax", "torch-xla", "capi")]
-    assert all(": xla-cpu-pjrt (" in line for line in engines), engines  # auto: the older build for all
+    for line, framework in zip(engines, ("jax", "torch-xla", "capi")):
+        assert f": {config.engine_build_for(framework)} (" in line, engines  # PJRT_NEURON_SIM_ENGINE, or auto's
     header = [line for line in header if line not in engines]
     assert header == ["engine: sim (simulated NeuronCores)", f"instance-type: {name} (simulated)",
                       f"logical-neuroncore-config: {lnc or DEFAULT_LNC.get(name, 1)}",

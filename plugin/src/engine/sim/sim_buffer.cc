@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/element_sizes.h"
@@ -41,6 +42,42 @@ bool IsDenseDefault(const PJRT_Buffer_MemoryLayout& layout, size_t rank) {
     if (tiled.minor_to_major[i] != static_cast<int64_t>(rank - 1 - i)) return false;
   }
   return true;
+}
+
+// The dimension order, most major first, of a dense `layout` that permutes a rank-`rank`
+// array's dimensions; empty for the default order, tiles, or anything else.
+std::vector<int64_t> DensePermutation(const PJRT_Buffer_MemoryLayout& layout, size_t rank) {
+  if (layout.type != PJRT_Buffer_MemoryLayout_Type_Tiled || IsDenseDefault(layout, rank)) return {};
+  const PJRT_Buffer_MemoryLayout_Tiled& tiled = layout.tiled;
+  if (tiled.num_tiles != 0 || tiled.minor_to_major_size != rank) return {};
+  std::vector<int64_t> major_first(tiled.minor_to_major, tiled.minor_to_major + rank);
+  std::reverse(major_first.begin(), major_first.end());
+  std::vector<bool> seen(rank, false);
+  for (int64_t d : major_first) {
+    if (d < 0 || size_t(d) >= rank || seen[d]) return {};
+    seen[d] = true;
+  }
+  return major_first;
+}
+
+// Writes the row-major `src` of `dims` into `dst` with its dimensions in `major_first` order.
+void Permute(const char* src, char* dst, const std::vector<int64_t>& dims, const std::vector<int64_t>& major_first,
+             size_t element_bytes) {
+  const size_t rank = dims.size();
+  std::vector<int64_t> src_strides(rank, 1);  // in elements
+  for (size_t d = rank; d-- > 1;) src_strides[d - 1] = src_strides[d] * dims[d];
+  std::vector<int64_t> index(rank, 0);  // over dst's order
+  int64_t total = 1;
+  for (int64_t n : dims) total *= n;
+  for (int64_t out = 0; out < total; ++out) {
+    int64_t from = 0;
+    for (size_t k = 0; k < rank; ++k) from += index[k] * src_strides[major_first[k]];
+    std::memcpy(dst + out * element_bytes, src + from * element_bytes, element_bytes);
+    for (size_t k = rank; k-- > 0;) {
+      if (++index[k] < dims[major_first[k]]) break;
+      index[k] = 0;
+    }
+  }
 }
 
 }  // namespace
@@ -112,6 +149,27 @@ StatusOr<EventRef> SimBuffer::ToHost(void* dst, size_t dst_size, const PJRT_Buff
   if (dst != nullptr && (host_layout == nullptr || IsDenseDefault(*host_layout, dims().size())) &&
       CopiedDirectly(dst, dst_size, required_size)) {
     return EventRef(std::make_shared<CompletedEvent>());
+  }
+  // xla-cpu-pjrt ignores a permuted host layout and writes row-major bytes, silently: the
+  // plugin permutes them itself, on every build alike.
+  const size_t element_bytes = WholeElementBytes(type_);
+  if (host_layout != nullptr && element_bytes != 0) {
+    std::vector<int64_t> major_first = DensePermutation(*host_layout, dims().size());
+    if (!major_first.empty()) {
+      size_t bytes = element_bytes;
+      for (int64_t n : dims()) bytes *= size_t(n);
+      if (required_size != nullptr) *required_size = bytes;
+      if (dst == nullptr) return EventRef(std::make_shared<CompletedEvent>());
+      if (dst_size < bytes) {
+        return InvalidArgument("PJRT_Buffer_ToHostBuffer: the destination holds " + std::to_string(dst_size) +
+                               " bytes; the array needs " + std::to_string(bytes));
+      }
+      std::vector<char> row_major(bytes);
+      PN_ASSIGN_OR_RETURN(EventRef read, ToHost(row_major.data(), bytes, nullptr, nullptr));
+      if (read) PN_RETURN_IF_ERROR(read->Await());
+      Permute(row_major.data(), static_cast<char*>(dst), dims(), major_first, element_bytes);
+      return EventRef(std::make_shared<CompletedEvent>());
+    }
   }
   INNER_ARGS(PJRT_Buffer_ToHostBuffer_Args, args);
   args.src = buffer_;

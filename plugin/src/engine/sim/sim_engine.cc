@@ -205,6 +205,18 @@ class SimEngine : public Engine {
     args.shape_dims = dims.data();
     args.shape_num_dims = dims.size();
     args.shape_element_type = type;
+    // Newer engine builds need the layout spelled out ("on-device shape has no layout"): the
+    // default one, row-major.
+    std::vector<int64_t> minor_to_major(dims.size());
+    for (size_t i = 0; i < dims.size(); ++i) minor_to_major[i] = int64_t(dims.size() - 1 - i);
+    PJRT_Buffer_MemoryLayout layout;
+    std::memset(&layout, 0, sizeof(layout));
+    layout.struct_size = PJRT_Buffer_MemoryLayout_STRUCT_SIZE;
+    layout.type = PJRT_Buffer_MemoryLayout_Type_Tiled;
+    layout.tiled.struct_size = PJRT_Buffer_MemoryLayout_Tiled_STRUCT_SIZE;
+    layout.tiled.minor_to_major = minor_to_major.data();
+    layout.tiled.minor_to_major_size = minor_to_major.size();
+    args.shape_layout = &layout;
     PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Client_CreateAliasBuffer(&args)));
     AliasBuffer alias;
     alias.buffer = Wrap(args.alias_buffer);

@@ -13,6 +13,8 @@
 #include "engine/sim/sim_buffer.h"
 #include "engine/sim/sim_event.h"
 #include "hlo/collective_program.h"
+#include "hlo/cost_analysis.h"
+#include "hlo/module_view.h"
 #include "hlo/compile_options.h"
 
 namespace pjrt_neuron::engine::sim {
@@ -115,8 +117,21 @@ StatusOr<std::string> SimExecutable::Fingerprint() {
 StatusOr<Attributes> SimExecutable::CostAnalysis() {
   INNER_ARGS(PJRT_Executable_GetCostAnalysis_Args, args);
   args.executable = executable_;
-  PN_RETURN_IF_ERROR(TakeError(api_, api_->PJRT_Executable_GetCostAnalysis(&args)));
-  return AttributesOf(args.properties, args.num_properties);
+  Status status = TakeError(api_, api_->PJRT_Executable_GetCostAnalysis(&args));
+  if (status.ok()) return AttributesOf(args.properties, args.num_properties);
+  if (status.code() != ErrorCode::kUnimplemented) return status;
+  // Newer engine builds leave it unimplemented; frameworks still ask for flops and bytes
+  // (jax's cost_analysis()): counted from the optimized program, under XLA's names.
+  auto program = OptimizedProgram();
+  if (!program.ok()) return status;
+  auto module = hlo::ModuleView::ReadHloProgram(program->code, program->format);
+  if (!module.ok()) return status;
+  PN_ASSIGN_OR_RETURN(hlo::ProgramCost cost, hlo::AnalyzeProgramCost(module.value()));
+  double flops = cost.vector_ops;
+  for (const auto& [type, matmul] : cost.matmul_flops) flops += matmul;
+  return Attributes{{"flops", float(flops)},
+                    {"transcendentals", float(cost.transcendental_ops)},
+                    {"bytes accessed", float(cost.parameter_bytes + cost.output_bytes)}};
 }
 
 StatusOr<int64_t> SimExecutable::SizeOfGeneratedCodeInBytes() {
