@@ -406,7 +406,10 @@ def test_jax_programs_match_the_simulator(standin, tmp_path):
                  "shard_map_collectives", "spmd_training_steps"):
         assert not isinstance(neuron[name], dict), (name, neuron[name])
         assert not isinstance(sim[name], dict), (name, sim[name])
-        np.testing.assert_allclose(neuron[name], sim[name], rtol=1e-6, atol=1e-7, err_msg=name)
+        # spmd_total sums tanh of symmetric data to about 0: the engines' summation orders differ
+        # by float32 rounding of its terms (~1e-6 on the newer build), not by a wrong term.
+        np.testing.assert_allclose(neuron[name], sim[name], rtol=1e-6, atol=1e-5 if name == "spmd_total" else 1e-7,
+                                   err_msg=name)
     np.testing.assert_array_equal(neuron["add"], A + A)
     np.testing.assert_array_equal(neuron["pmap_psum"], np.stack([A * 11, A * 11]))
 
