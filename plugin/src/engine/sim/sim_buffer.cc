@@ -150,12 +150,14 @@ StatusOr<EventRef> SimBuffer::ToHost(void* dst, size_t dst_size, const PJRT_Buff
       CopiedDirectly(dst, dst_size, required_size)) {
     return EventRef(std::make_shared<CompletedEvent>());
   }
-  // xla-cpu-pjrt ignores a permuted host layout and writes row-major bytes, silently: the
-  // plugin permutes them itself, on every build alike.
+  // xla-cpu-pjrt ignores a permuted host layout of a row-major buffer and writes row-major
+  // bytes, silently: the plugin permutes them itself, on every build alike. (A buffer in a
+  // layout of its own, as JAX places with one, is the engine's to copy.)
   const size_t element_bytes = WholeElementBytes(type_);
   if (host_layout != nullptr && element_bytes != 0) {
     std::vector<int64_t> major_first = DensePermutation(*host_layout, dims().size());
-    if (!major_first.empty()) {
+    PJRT_Buffer_MemoryLayout own;
+    if (!major_first.empty() && GetMemoryLayout(&own).ok() && IsDenseDefault(own, dims().size())) {
       size_t bytes = element_bytes;
       for (int64_t n : dims()) bytes *= size_t(n);
       if (required_size != nullptr) *required_size = bytes;
