@@ -42,15 +42,19 @@ def engine_builds() -> dict[str, str | None]:
 def engine_build_for(framework: str = "capi") -> str:
     """Which engine build serves `framework` ("jax", "torch-xla" or "capi": the C API and the native device).
 
-    auto is xla-cpu-pjrt for every framework for now: the whole test suite has not been run with
-    the newer build as either framework's (README, "Engine builds"). The choice is per framework
-    so that each can move once it has.
+    auto: JAX runs on lammps-jax-pjrt-cpu where the engine-jax extra installed it (unreduced and
+    reduced shardings, host offload and FFI are right only there, and the whole suite passes on
+    it), else on xla-cpu-pjrt. torch-xla and the C API run on xla-cpu-pjrt: on the newer build
+    torch-xla's collective helpers across processes (each rank its own program) are refused
+    (README, "Engine builds").
     """
     if framework not in FRAMEWORKS:
         raise ValueError(f"engine_build_for: framework {framework!r} is not one of {', '.join(FRAMEWORKS)}")
     choice = _value("PJRT_NEURON_SIM_ENGINE")
     if choice != "auto":
         return choice
+    if framework == "jax" and engine_builds()["lammps-jax-pjrt-cpu"] is not None:
+        return "lammps-jax-pjrt-cpu"
     return "xla-cpu-pjrt"
 
 
