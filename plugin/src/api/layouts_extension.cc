@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "api/common.h"
+#include "common/extension_type.h"
 #include "core/buffer.h"
 #include "core/client.h"
 #include "core/device.h"
@@ -106,7 +107,7 @@ StatusOr<const PJRT_Layouts_Extension*> EngineLayouts(const PJRT_Api* api) {
     return Unimplemented("this engine (the instance daemon's or the Neuron runtime's) has no Layouts extension");
   }
   for (const PJRT_Extension_Base* e = api->extension_start; e != nullptr; e = e->next) {
-    if (e->type != PJRT_Extension_Type_Layouts) continue;
+    if (!IsExtensionOfType(e, PJRT_Extension_Type_Layouts)) continue;
     if (e->struct_size < PN_PREFIX_SIZE(PJRT_Layouts_Extension, Executable_GetOutputLayouts)) {
       return Unimplemented("the engine's Layouts extension is older than version 2 (no output layouts)");
     }

@@ -5,6 +5,8 @@
 #include <mutex>
 #include <vector>
 
+#include "common/extension_type.h"
+
 namespace pjrt_neuron::engine::sim {
 namespace {
 
@@ -30,7 +32,7 @@ std::vector<const PJRT_Api*>& Builds() {
 
 const PJRT_FFI_Extension* FfiExtension(const PJRT_Api* api) {
   for (const PJRT_Extension_Base* e = api->extension_start; e != nullptr; e = e->next) {
-    if (e->type != PJRT_Extension_Type_FFI) continue;
+    if (!IsExtensionOfType(e, PJRT_Extension_Type_FFI)) continue;
     // Builds before register_handler (extension version 1) cannot take handlers.
     if (e->struct_size < offsetof(PJRT_FFI_Extension, register_handler) + sizeof(void*)) return nullptr;
     const auto* ffi = reinterpret_cast<const PJRT_FFI_Extension*>(e);
