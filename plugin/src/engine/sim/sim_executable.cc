@@ -258,18 +258,22 @@ bool SimExecutable::HasCollectives() {
   return has_collectives_ != 0;
 }
 
-Status SimExecutable::ExecuteOnEveryCoreForOne(const ArgumentTable& args, const ExecuteOptions& options,
-                                               int only_core, ExecuteResult* result) {
-  const size_t num_cores = addressable_cores_.size();
+StatusOr<size_t> SimExecutable::PositionOfOnlyCore(const ArgumentTable& args, int only_core) {
   const auto position = std::find(addressable_cores_.begin(), addressable_cores_.end(), only_core);
-  if (num_cores != size_t(num_replicas_ * num_partitions_) || position == addressable_cores_.end() ||
+  if (addressable_cores_.size() != size_t(num_replicas_ * num_partitions_) || position == addressable_cores_.end() ||
       args.size() != 1) {
     return InvalidArgument("PJRT_LoadedExecutable_Execute: a launch of program '" + name_ + "' on NeuronCore " +
                            std::to_string(only_core) + " alone needs that core among the program's " +
-                           std::to_string(num_cores) + " addressable cores and one argument list (got " +
+                           std::to_string(addressable_cores_.size()) + " addressable cores and one argument list (got " +
                            std::to_string(args.size()) + ")");
   }
-  const size_t mine = size_t(position - addressable_cores_.begin());
+  return size_t(position - addressable_cores_.begin());
+}
+
+Status SimExecutable::ExecuteOnEveryCoreForOne(const ArgumentTable& args, const ExecuteOptions& options,
+                                               int only_core, ExecuteResult* result) {
+  const size_t num_cores = addressable_cores_.size();
+  PN_ASSIGN_OR_RETURN(const size_t mine, PositionOfOnlyCore(args, only_core));
   const size_t num_args = args[0].size();
   std::vector<std::unique_ptr<Buffer>> copies;
   std::vector<Buffer*> table(num_cores * num_args);
@@ -304,14 +308,7 @@ Status SimExecutable::ExecuteOnEveryCoreForOne(const ArgumentTable& args, const 
 
 Status SimExecutable::ExecuteWhenEveryCoreComes(const ArgumentTable& args, const ExecuteOptions& options,
                                                 int only_core, ExecuteResult* result) {
-  const auto position = std::find(addressable_cores_.begin(), addressable_cores_.end(), only_core);
-  if (addressable_cores_.size() != size_t(num_replicas_ * num_partitions_) || position == addressable_cores_.end() ||
-      args.size() != 1) {
-    return InvalidArgument("PJRT_LoadedExecutable_Execute: a launch of program '" + name_ + "' on NeuronCore " +
-                           std::to_string(only_core) + " alone needs that core among the program's " +
-                           std::to_string(addressable_cores_.size()) + " addressable cores and one argument list (got " +
-                           std::to_string(args.size()) + ")");
-  }
+  PN_ASSIGN_OR_RETURN(const size_t mine, PositionOfOnlyCore(args, only_core));
   std::unique_lock<std::mutex> lock(meetings_mutex_);
   const std::pair<int, int64_t> key{options.launch_id, next_meeting_[{options.launch_id, only_core}]++};
   std::shared_ptr<Meeting>& slot = meetings_[key];
@@ -352,7 +349,6 @@ Status SimExecutable::ExecuteWhenEveryCoreComes(const ArgumentTable& args, const
     }
   }
   if (!meeting->status.ok()) return meeting->status;
-  const size_t mine = size_t(position - addressable_cores_.begin());
   result->outputs.resize(1);
   result->outputs[0] = std::move(meeting->all.outputs[mine]);
   result->completions.push_back(std::move(meeting->all.completions[mine]));

@@ -70,6 +70,8 @@ class SimExecutable : public Executable {
   // Otherwise, when the program has no collectives, every core runs it on copies of the one
   // core's arguments and only that core's results are kept: correct at the cost of the others'
   // work. (A collective program's one-core launches meet first: core::LaunchGate.)
+  // Where `only_core` is in the device assignment, for a launch of one argument list.
+  StatusOr<size_t> PositionOfOnlyCore(const ArgumentTable& args, int only_core);
   Status ExecuteOnEveryCoreForOne(const ArgumentTable& args, const ExecuteOptions& options, int only_core,
                                   ExecuteResult* result);
   // A collective program's one-core launches (each core's thread, after core::LaunchGate) meet
